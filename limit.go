@@ -1,0 +1,74 @@
+package floodgate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/floodgate-io/floodgate/internal/algo"
+)
+
+// PerSecond returns a token bucket of n units per second with a burst of n.
+func PerSecond(n int64) Limit { return Limit{Algorithm: TokenBucket, Rate: n, Period: time.Second} }
+
+// PerMinute returns a token bucket of n units per minute with a burst of n.
+func PerMinute(n int64) Limit { return Limit{Algorithm: TokenBucket, Rate: n, Period: time.Minute} }
+
+// PerHour returns a token bucket of n units per hour with a burst of n.
+func PerHour(n int64) Limit { return Limit{Algorithm: TokenBucket, Rate: n, Period: time.Hour} }
+
+// WithBurst returns the limit with its bucket capacity set to b.
+func (l Limit) WithBurst(b int64) Limit { l.Burst = b; return l }
+
+// WithAlgorithm returns the limit counted by a.
+func (l Limit) WithAlgorithm(a Algorithm) Limit { l.Algorithm = a; return l }
+
+// Validate reports whether the limit can be enforced, with an error wrapping
+// ErrInvalidLimit that names the problem when it cannot.
+func (l Limit) Validate() error {
+	_, err := l.params()
+	return err
+}
+
+// String renders the limit as "token_bucket 10/1s burst 20".
+func (l Limit) String() string {
+	s := fmt.Sprintf("%s %d/%s", l.Algorithm, l.Rate, l.Period)
+	if l.Burst != 0 {
+		s += fmt.Sprintf(" burst %d", l.Burst)
+	}
+	return s
+}
+
+// params validates the limit and derives its algorithm's constants.
+func (l Limit) params() (algo.Params, error) {
+	kind, ok := algo.ParseKind(string(l.Algorithm))
+	if !ok {
+		return algo.Params{}, fmt.Errorf("%w: unknown algorithm %q (want one of %v)", ErrInvalidLimit, string(l.Algorithm), Algorithms())
+	}
+	if l.Period%time.Microsecond != 0 {
+		return algo.Params{}, fmt.Errorf("%w: period %s is not a whole number of microseconds", ErrInvalidLimit, l.Period)
+	}
+	return algo.NewParams(kind, l.Rate, int64(l.Period/time.Microsecond), l.Burst)
+}
+
+func checkRequest(key string, cost int64) error {
+	if key == "" {
+		return fmt.Errorf("%w: key is empty", ErrInvalidKey)
+	}
+	if cost < 0 {
+		return fmt.Errorf("%w: cost must not be negative, got %d", ErrInvalidCost, cost)
+	}
+	return nil
+}
+
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+func decision(r algo.Result) Decision {
+	return Decision{
+		Allowed:    r.Allowed,
+		Limit:      r.Limit,
+		Remaining:  r.Remaining,
+		RetryAfter: micros(r.RetryAfter),
+		ResetAfter: micros(r.ResetAfter),
+		Delay:      micros(r.Delay),
+	}
+}
