@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/spf13/cobra v1.10.2
+	golang.org/x/time v0.16.0
 	pgregory.net/rapid v1.3.0
 )
 

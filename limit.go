@@ -62,13 +62,13 @@ func checkRequest(key string, cost int64) error {
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
-func decision(r algo.Result) Decision {
-	return Decision{
-		Allowed:    r.Allowed,
-		Limit:      r.Limit,
-		Remaining:  r.Remaining,
-		RetryAfter: micros(r.RetryAfter),
-		ResetAfter: micros(r.ResetAfter),
-		Delay:      micros(r.Delay),
-	}
+// fill copies an algorithm's result into a Decision field by field (see
+// algo.Decide for why not as a whole).
+func fill(d *Decision, r *algo.Result) {
+	d.Allowed = r.Allowed
+	d.Limit = r.Limit
+	d.Remaining = r.Remaining
+	d.RetryAfter = micros(r.RetryAfter)
+	d.ResetAfter = micros(r.ResetAfter)
+	d.Delay = micros(r.Delay)
 }

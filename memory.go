@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/floodgate-io/floodgate/internal/algo"
 )
@@ -13,10 +14,10 @@ import (
 // a sharded table. It is safe for concurrent use; keys in different shards
 // never contend. A decision on an existing key does not allocate.
 //
-// Memory holds a key only while its state differs from a fresh key's: a key
-// back to its full state is dropped when the table next sweeps (sweeps run
-// when a shard has doubled since the last one, and before evicting under
-// WithMaxKeys), so memory follows the number of active keys. Memory starts no
+// Memory drops keys whose state is back to that of a fresh key, so memory
+// follows the number of active keys: a shard that has doubled since its last
+// sweep drops the keys that have been full for a minute, and under
+// WithMaxKeys a shard drops every full key before it evicts one in use. Memory starts no
 // goroutine.
 //
 // A key holds one state: use one key per limit. A key used with another
@@ -29,6 +30,7 @@ type Memory struct {
 	seed   maphash.Seed
 	clock  Clock // nil: the monotonic system clock
 	mono   monotonicMicros
+	limits limitCache
 }
 
 // MemoryOption configures NewMemory.
@@ -50,7 +52,10 @@ func WithClock(c Clock) MemoryOption { return func(cfg *memoryConfig) { cfg.cloc
 // n, so eviction is least-recently-used per shard.
 func WithMaxKeys(n int) MemoryOption { return func(cfg *memoryConfig) { cfg.maxKeys = n } }
 
-const defaultShards = 256
+const (
+	defaultShards = 256
+	minShardKeys  = 64 // under WithMaxKeys, the fewest keys a shard holds
+)
 
 // NewMemory returns an empty in-memory store.
 func NewMemory(opts ...MemoryOption) *Memory {
@@ -60,7 +65,9 @@ func NewMemory(opts ...MemoryOption) *Memory {
 	}
 	n := defaultShards
 	if cfg.maxKeys > 0 {
-		for n > 1 && n > cfg.maxKeys {
+		// Small bounds get few shards, so that eviction order stays close to
+		// one least-recently-used list over all keys.
+		for n > 1 && n*minShardKeys > cfg.maxKeys {
 			n /= 2
 		}
 	}
@@ -91,19 +98,40 @@ func shareOf(total, n, i int) int {
 
 // AllowN implements Limiter. The context is not used: a Memory decision never
 // waits.
-func (m *Memory) AllowN(_ context.Context, key string, limit Limit, cost int64) (Decision, error) {
+func (m *Memory) AllowN(_ context.Context, key string, limit Limit, cost int64) (d Decision, err error) {
 	if err := checkRequest(key, cost); err != nil {
-		return Decision{}, err
+		return d, err
 	}
 	now := m.now()
-	sh := m.shardFor(key)
+	h := m.hash(key)
+	sh := m.shardOf(h)
 	sh.mu.Lock()
-	r, err := sh.decide(key, limit, now, cost)
-	sh.mu.Unlock()
-	if err != nil {
-		return Decision{}, err
+	e := sh.find(h, key)
+	if e == nil || e.compiled.limit != limit {
+		sh.mu.Unlock()
+		return m.allowSlow(sh, h, key, limit, now, cost)
 	}
-	return decision(r), nil
+	sh.touch(e)
+	var r algo.Result
+	e.apply(now, cost, true, &r)
+	sh.minFull = min(sh.minFull, e.fullAt)
+	sh.mu.Unlock()
+	fill(&d, &r)
+	return d, nil
+}
+
+// allowSlow decides for a key that is new or whose limit changed.
+func (m *Memory) allowSlow(sh *shard, h uint64, key string, limit Limit, now, cost int64) (d Decision, err error) {
+	cl, err := m.limits.get(limit)
+	if err != nil {
+		return d, err
+	}
+	var r algo.Result
+	sh.mu.Lock()
+	sh.decide(h, key, cl, now, cost, &r)
+	sh.mu.Unlock()
+	fill(&d, &r)
+	return d, nil
 }
 
 // Allow is AllowN with a cost of 1.
@@ -116,9 +144,10 @@ func (m *Memory) Reset(_ context.Context, key string) error {
 	if err := checkRequest(key, 0); err != nil {
 		return err
 	}
-	sh := m.shardFor(key)
+	h := m.hash(key)
+	sh := m.shardOf(h)
 	sh.mu.Lock()
-	if e := sh.keys[key]; e != nil {
+	if e := sh.find(h, key); e != nil {
 		sh.remove(e)
 	}
 	sh.mu.Unlock()
@@ -131,7 +160,7 @@ func (m *Memory) Len() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		n += len(sh.keys)
+		n += int(sh.n)
 		sh.mu.Unlock()
 	}
 	return n
@@ -143,7 +172,7 @@ func (m *Memory) Close() {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		sh.init(sh.capacity)
+		sh.init(int(sh.capacity))
 		sh.mu.Unlock()
 	}
 }
@@ -155,158 +184,188 @@ func (m *Memory) now() int64 {
 	return m.mono.now()
 }
 
-func (m *Memory) shardFor(key string) *shard { return &m.shards[m.shardIndex(key)] }
+// hash is computed once per decision: it picks the shard and is the key of
+// the shard's table, so the key's bytes are hashed once.
+func (m *Memory) hash(key string) uint64 { return maphash.String(m.seed, key) }
 
-func (m *Memory) shardIndex(key string) int { return int(maphash.String(m.seed, key) & m.mask) }
+func (m *Memory) shardOf(h uint64) *shard { return &m.shards[h&m.mask] }
 
-// entry is one key's state, with the parameters of the limit it was last
-// decided under cached beside it so that the common case derives nothing.
+// entry is one key's state and the compiled limit it was last decided under.
+// What a decision reads and writes fills the first 64 bytes, and the entry
+// is 128 bytes (a size class whose objects are 128-aligned), so a decision
+// touches one cache line of it.
 type entry struct {
-	key    string
-	limit  Limit
-	params algo.Params
-	state  algo.State
-	log    *algo.Log // sliding log only
-	fullAt int64     // µs from which the state equals a fresh key's
+	key      string
+	next     *entry // another key with the same hash
+	compiled *compiledLimit
+	state    algo.State
+	fullAt   int64 // µs from which the state equals a fresh key's
 
-	newer, older *entry // LRU order, kept only under WithMaxKeys
+	hash         uint64
+	log          *algo.Log // sliding log only
+	newer, older *entry    // LRU order, kept only under WithMaxKeys
+	_            [32]byte
 }
 
 // apply decides one request on the entry; with commit false the state stays
 // as it was.
-func (e *entry) apply(now, cost int64, commit bool) algo.Result {
-	var r algo.Result
-	if e.params.Kind == algo.SlidingLog {
+func (e *entry) apply(now, cost int64, commit bool, r *algo.Result) {
+	p := &e.compiled.params
+	if p.Kind == algo.SlidingLog {
 		if e.log == nil {
 			e.log = new(algo.Log)
 		}
-		r = algo.DecideLog(&e.params, e.log, now, cost, commit)
+		algo.DecideLog(p, e.log, now, cost, commit, r)
 	} else {
-		var s algo.State
-		s, r = algo.Decide(&e.params, e.state, now, cost)
-		if commit {
-			e.state = s
+		s := &e.state
+		if !commit {
+			scratch := e.state
+			s = &scratch
 		}
+		algo.Decide(p, s, now, cost, r)
 	}
 	e.fullAt = now + r.ResetAfter
-	return r
 }
 
-// configure points the entry at limit; a new algorithm starts fresh.
-func (e *entry) configure(limit Limit) error {
-	p, err := limit.params()
-	if err != nil {
-		return err
-	}
-	if p.Kind != e.params.Kind {
+// configure points the entry at a limit; a new algorithm starts fresh.
+func (e *entry) configure(cl *compiledLimit) {
+	if e.compiled == nil || e.compiled.params.Kind != cl.params.Kind {
 		e.state, e.log = algo.State{}, nil
 	}
-	e.limit, e.params = limit, p
+	e.compiled = cl
+}
+
+// shard is one lock's worth of keys, one cache line: the shards of a
+// Memory fit in a few kilobytes of cache and no two share a line.
+type shard struct {
+	mu       sync.Mutex
+	keys     map[uint64]*entry // by hash; keys that share a hash are chained
+	n        int32             // keys held
+	capacity int32             // 0: unbounded
+	sweepAt  int32             // sweep when the shard grows to this many keys
+	newest   *entry            // LRU list, under a capacity
+	oldest   *entry
+	minFull  int64 // no key is full before this (a lower bound)
+	_        [4]byte
+}
+
+func (sh *shard) find(h uint64, key string) *entry {
+	for e := sh.keys[h]; e != nil; e = e.next {
+		if e.key == key {
+			return e
+		}
+	}
 	return nil
 }
 
-// shard is one lock's worth of keys. Padding keeps two shards' locks off one
-// cache line.
-type shard struct {
-	mu       sync.Mutex
-	keys     map[string]*entry
-	newest   *entry // LRU list head, under a capacity
-	oldest   *entry
-	capacity int   // 0: unbounded
-	sweepAt  int   // sweep when the shard grows to this many keys
-	minFull  int64 // no key is full before this (a lower bound)
-	_        [64]byte
-}
+const (
+	// minSweep is the size below which a shard does not sweep.
+	minSweep = 64
+	// idleGrace is how long an unbounded Memory keeps a key that is back to
+	// full (µs).
+	idleGrace = int64(time.Minute / time.Microsecond)
+)
 
-const minSweep = 1024
-
+// init empties the shard; the caller holds its lock or owns it alone.
 func (sh *shard) init(capacity int) {
-	*sh = shard{capacity: capacity, sweepAt: minSweep, minFull: math.MaxInt64}
+	sh.keys, sh.n, sh.newest, sh.oldest = nil, 0, nil, nil
+	sh.capacity, sh.sweepAt, sh.minFull = int32(capacity), minSweep, math.MaxInt64
 }
 
 // decide runs one request under the shard's lock.
-func (sh *shard) decide(key string, limit Limit, now, cost int64) (algo.Result, error) {
-	if e := sh.keys[key]; e != nil {
-		if e.limit != limit {
-			if err := e.configure(limit); err != nil {
-				return algo.Result{}, err
-			}
-		}
+func (sh *shard) decide(h uint64, key string, cl *compiledLimit, now, cost int64, r *algo.Result) {
+	if e := sh.find(h, key); e != nil {
+		e.configure(cl)
 		sh.touch(e)
-		r := e.apply(now, cost, true)
+		e.apply(now, cost, true, r)
 		sh.minFull = min(sh.minFull, e.fullAt)
-		return r, nil
+		return
 	}
-	fresh := entry{key: key}
-	if err := fresh.configure(limit); err != nil {
-		return algo.Result{}, err
-	}
-	r := fresh.apply(now, cost, true)
+	fresh := entry{key: key, hash: h}
+	fresh.configure(cl)
+	fresh.apply(now, cost, true, r)
 	if fresh.fullAt > now { // a key still full needs no memory
 		e := new(entry)
 		*e = fresh
 		sh.insert(e, now)
 	}
-	return r, nil
 }
 
-// lookup returns the entry for key under limit, creating it if needed.
-func (sh *shard) lookup(key string, limit Limit, now int64) (*entry, error) {
-	e := sh.keys[key]
+// lookup returns the entry for key under a limit, creating it if needed.
+func (sh *shard) lookup(h uint64, key string, cl *compiledLimit, now int64) *entry {
+	e := sh.find(h, key)
 	if e == nil {
-		e = &entry{key: key, fullAt: now}
-		if err := e.configure(limit); err != nil {
-			return nil, err
-		}
+		e = &entry{key: key, hash: h, fullAt: now}
+		e.configure(cl)
 		sh.insert(e, now)
-		return e, nil
+		return e
 	}
-	if e.limit != limit {
-		if err := e.configure(limit); err != nil {
-			return nil, err
-		}
-	}
+	e.configure(cl)
 	sh.touch(e)
-	return e, nil
+	return e
 }
 
 func (sh *shard) insert(e *entry, now int64) {
 	if sh.keys == nil {
-		sh.keys = make(map[string]*entry)
+		sh.keys = make(map[uint64]*entry)
 	}
 	switch {
-	case sh.capacity > 0 && len(sh.keys) >= sh.capacity:
+	case sh.capacity > 0 && sh.n >= sh.capacity:
 		if now >= sh.minFull {
 			sh.sweep(now)
 		}
-		for len(sh.keys) >= sh.capacity && sh.oldest != nil {
+		for sh.n >= sh.capacity && sh.oldest != nil {
 			sh.remove(sh.oldest)
 		}
-	case len(sh.keys) >= sh.sweepAt:
-		sh.sweep(now)
-		sh.sweepAt = max(minSweep, 2*len(sh.keys))
+	case sh.n >= sh.sweepAt:
+		// Without a bound, drop only keys that have been full for a while: a
+		// key that just became full is likely to be back, and dropping it
+		// would cost an allocation when it is.
+		sh.sweep(now - idleGrace)
+		sh.sweepAt = max(minSweep, 2*sh.n)
 	}
-	sh.keys[e.key] = e
+	e.next = sh.keys[e.hash]
+	sh.keys[e.hash] = e
+	sh.n++
 	sh.minFull = min(sh.minFull, e.fullAt)
 	if sh.capacity > 0 {
 		sh.pushNewest(e)
 	}
 }
 
-// sweep drops every key back to its full state and recomputes minFull.
-func (sh *shard) sweep(now int64) {
+// sweep drops every key that was back to its full state at cutoff and
+// recomputes minFull.
+func (sh *shard) sweep(cutoff int64) {
 	sh.minFull = math.MaxInt64
-	for _, e := range sh.keys {
-		if e.fullAt <= now {
-			sh.remove(e)
-		} else {
-			sh.minFull = min(sh.minFull, e.fullAt)
+	for _, head := range sh.keys {
+		for e := head; e != nil; {
+			next := e.next
+			if e.fullAt <= cutoff {
+				sh.remove(e)
+			} else {
+				sh.minFull = min(sh.minFull, e.fullAt)
+			}
+			e = next
 		}
 	}
 }
 
 func (sh *shard) remove(e *entry) {
-	delete(sh.keys, e.key)
+	link := sh.keys[e.hash]
+	if link == e {
+		if e.next == nil {
+			delete(sh.keys, e.hash)
+		} else {
+			sh.keys[e.hash] = e.next
+		}
+	} else {
+		for link.next != e {
+			link = link.next
+		}
+		link.next = e.next
+	}
+	e.next = nil
+	sh.n--
 	if sh.capacity > 0 {
 		sh.unlink(e)
 	}

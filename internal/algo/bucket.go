@@ -30,7 +30,7 @@ package algo
 // backlog returns max(0, TAT − now) in ticks. A TAT further ahead than the
 // bucket can ever be (the clock went backwards) saturates instead of
 // overflowing; such a bucket denies everything until the clock catches up.
-func (p *Params) backlog(s State, now int64) int64 {
+func (p *Params) backlog(s *State, now int64) int64 {
 	tat, ticks := s.A, s.B
 	if s.C != p.Scale && ticks != 0 {
 		// The limit changed since the state was written: round the sub-µs
@@ -40,34 +40,39 @@ func (p *Params) backlog(s State, now int64) int64 {
 	if tat < now {
 		return 0 // ticks < Scale, so TAT itself is before now
 	}
-	ahead := tat - now
-	maxAhead := p.Tolerance/p.Scale + 2
-	if ahead > maxAhead {
-		return maxAhead * p.Scale
+	if ahead := tat - now; ahead <= p.MaxAhead {
+		return ahead*p.Scale + ticks
 	}
-	return ahead*p.Scale + ticks
+	return p.MaxAhead * p.Scale
 }
 
-func decideBucket(p *Params, s State, now, cost int64) (State, Result) {
+func decideBucket(p *Params, s *State, now, cost int64, r *Result) {
 	backlog := p.backlog(s, now)
-	r := Result{Limit: p.Burst}
+	*r = Result{Limit: p.Burst}
 	if cost > p.Burst {
 		r.RetryAfter = Never
 	} else if need := backlog + cost*p.Interval; need <= p.Tolerance {
 		r.Allowed = true
 		if p.Kind == LeakyBucket {
-			r.Delay = ceilDiv(backlog, p.Scale)
+			r.Delay = p.perScale.ceil(backlog)
 		}
 		if cost > 0 {
 			backlog = need
-			s = State{A: now + backlog/p.Scale, B: backlog % p.Scale, C: p.Scale}
 		}
 	} else {
-		r.RetryAfter = ceilDiv(need-p.Tolerance, p.Scale)
+		r.RetryAfter = p.perScale.ceil(need - p.Tolerance)
 	}
 	if backlog < p.Tolerance {
-		r.Remaining = (p.Tolerance - backlog) / p.Interval
+		r.Remaining = p.perInterval.div(p.Tolerance - backlog)
 	}
-	r.ResetAfter = ceilDiv(backlog, p.Scale)
-	return s, r
+	whole, ticks := p.perScale.divMod(backlog)
+	if r.Allowed && cost > 0 {
+		// Field by field: a whole-struct copy can defeat store forwarding
+		// when the next decision reads the fields back.
+		s.A, s.B, s.C = now+whole, ticks, p.Scale
+	}
+	r.ResetAfter = whole
+	if ticks > 0 {
+		r.ResetAfter++
+	}
 }

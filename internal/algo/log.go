@@ -41,7 +41,8 @@ func (l *Log) Entries() []Entry {
 	return out
 }
 
-func (l *Log) at(i int) *Entry { return &l.ring[(l.head+i)%len(l.ring)] }
+// The ring's length is a power of two, so positions wrap with a mask.
+func (l *Log) at(i int) *Entry { return &l.ring[(l.head+i)&(len(l.ring)-1)] }
 
 func (l *Log) newest() *Entry { return l.at(l.n - 1) }
 
@@ -49,7 +50,7 @@ func (l *Log) newest() *Entry { return l.at(l.n - 1) }
 func (l *Log) expire(cutoff int64) {
 	for l.n > 0 && l.ring[l.head].At <= cutoff {
 		l.total -= l.ring[l.head].Cost
-		l.head = (l.head + 1) % len(l.ring)
+		l.head = (l.head + 1) & (len(l.ring) - 1)
 		l.n--
 	}
 	if l.n == 0 {
@@ -71,7 +72,7 @@ func (l *Log) record(at, cost int64) {
 }
 
 func (l *Log) grow() {
-	ring := make([]Entry, max(4, 2*len(l.ring)))
+	ring := make([]Entry, max(4, 2*len(l.ring))) // stays a power of two
 	for i := 0; i < l.n; i++ {
 		ring[i] = *l.at(i)
 	}
@@ -96,13 +97,13 @@ func (l *Log) Retract(cost int64) {
 // DecideLog applies one request of cost units at now (µs) to the log. With
 // commit false the decision is only computed (entries that have expired are
 // still dropped, which changes nothing that can be observed).
-func DecideLog(p *Params, l *Log, now, cost int64, commit bool) Result {
+func DecideLog(p *Params, l *Log, now, cost int64, commit bool, r *Result) {
 	at := now
 	if l.n > 0 && l.newest().At > at {
 		at = l.newest().At
 	}
 	l.expire(at - p.Period)
-	r := Result{Limit: p.Rate}
+	*r = Result{Limit: p.Rate}
 	switch {
 	case cost > p.Rate:
 		r.RetryAfter = Never
@@ -118,7 +119,6 @@ func DecideLog(p *Params, l *Log, now, cost int64, commit bool) Result {
 	if l.n > 0 {
 		r.ResetAfter = l.newest().At + p.Period - now
 	}
-	return r
 }
 
 // freedAt returns the time of the entry whose expiry frees at least need

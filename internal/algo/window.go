@@ -7,8 +7,8 @@ package algo
 
 // windowStart returns the start of the window that holds now, never before
 // the one the state is in.
-func (p *Params) windowStart(s State, now int64) int64 {
-	start := floorDiv(now, p.Period) * p.Period
+func (p *Params) windowStart(s *State, now int64) int64 {
+	start := p.perPeriod.floor(now) * p.Period
 	if s.A > start {
 		return s.A
 	}
@@ -22,14 +22,14 @@ func (p *Params) windowStart(s State, now int64) int64 {
 //	Remaining  = Rate − units admitted in this window
 //	RetryAfter = until the next window (a cost above Rate: Never)
 //	ResetAfter = until the next window, 0 when nothing was admitted in this one
-func decideFixedWindow(p *Params, s State, now, cost int64) (State, Result) {
+func decideFixedWindow(p *Params, s *State, now, cost int64, r *Result) {
 	start := p.windowStart(s, now)
 	count := int64(0)
 	if s.A == start {
 		count = s.B
 	}
 	end := start + p.Period
-	r := Result{Limit: p.Rate}
+	*r = Result{Limit: p.Rate}
 	switch {
 	case cost > p.Rate:
 		r.RetryAfter = Never
@@ -37,7 +37,7 @@ func decideFixedWindow(p *Params, s State, now, cost int64) (State, Result) {
 		r.Allowed = true
 		if cost > 0 {
 			count += cost
-			s = State{A: start, B: count}
+			s.A, s.B = start, count
 		}
 	default:
 		r.RetryAfter = end - now
@@ -46,7 +46,6 @@ func decideFixedWindow(p *Params, s State, now, cost int64) (State, Result) {
 	if count > 0 {
 		r.ResetAfter = end - now
 	}
-	return s, r
 }
 
 // Sliding window counter: the count of the last Period is estimated as
@@ -64,7 +63,7 @@ func decideFixedWindow(p *Params, s State, now, cost int64) (State, Result) {
 //	RetryAfter = the first moment the estimate leaves room for n (exact; Never above Rate)
 //	ResetAfter = until both windows are empty: the end of the next window when
 //	             current > 0, else the end of this one when previous > 0, else 0
-func decideSlidingWindow(p *Params, s State, now, cost int64) (State, Result) {
+func decideSlidingWindow(p *Params, s *State, now, cost int64, r *Result) {
 	start := p.windowStart(s, now)
 	var current, previous int64
 	switch s.A {
@@ -75,7 +74,7 @@ func decideSlidingWindow(p *Params, s State, now, cost int64) (State, Result) {
 	}
 	elapsed := max(0, now-start)
 	weighted := mulDivCeil(previous, p.Period-elapsed, p.Period)
-	r := Result{Limit: p.Rate}
+	*r = Result{Limit: p.Rate}
 	switch {
 	case cost > p.Rate:
 		r.RetryAfter = Never
@@ -83,7 +82,7 @@ func decideSlidingWindow(p *Params, s State, now, cost int64) (State, Result) {
 		r.Allowed = true
 		if cost > 0 {
 			current += cost
-			s = State{A: start, B: current, C: previous}
+			s.A, s.B, s.C = start, current, previous
 		}
 	default:
 		r.RetryAfter = p.slidingRetry(start, current, previous, cost) - now
@@ -95,7 +94,6 @@ func decideSlidingWindow(p *Params, s State, now, cost int64) (State, Result) {
 	case previous > 0:
 		r.ResetAfter = start + p.Period - now
 	}
-	return s, r
 }
 
 // slidingRetry returns the first time (µs) at which a request of cost ≤ Rate

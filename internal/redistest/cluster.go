@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,14 +91,19 @@ func (c *Cluster) createWithCLI(tb testing.TB) {
 		args = append(args, "-a", pw, "--no-auth-warning")
 	}
 	// A plain timeout, not the test's context: redis-cli must not be cut
-	// off by anything but a genuine hang.
+	// off by anything but a genuine hang. Its exit status 0 does not mean
+	// ready: nodes stay cluster_state:fail until about 2s after they start
+	// (Redis' CLUSTER_WRITABLE_DELAY), hence the WaitHealthy that follows.
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 	if err != nil {
-		tb.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+		tb.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, ansiColor.ReplaceAll(out, nil))
 	}
 }
+
+// ansiColor matches the color codes redis-cli prints even into a pipe.
+var ansiColor = regexp.MustCompile(`\x1b\[[0-9;]*m`)
 
 // createByHand does what redis-cli does for larger clusters: split the
 // slots evenly, give each node a distinct config epoch so they need not

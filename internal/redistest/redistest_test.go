@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestServerCommands(t *testing.T) {
@@ -28,13 +29,16 @@ func TestServerCommands(t *testing.T) {
 		{[]string{"GET", "missing"}, "(nil)"},
 		{[]string{"SET", "empty", ""}, "OK"},
 		{[]string{"GET", "empty"}, ""},
+		{[]string{"SET", "crlf", "a\r\nb"}, "OK"},
+		{[]string{"GET", "crlf"}, "a\r\nb"},
 		{[]string{"INCRBY", "n", "-7"}, "-7"},
 		{[]string{"RPUSH", "l", "a", "b"}, "2"},
 		{[]string{"LRANGE", "l", "0", "-1"}, "[a b]"},
 		{[]string{"LRANGE", "missing", "0", "-1"}, "[]"},
 		{[]string{"EXPIRE", "k", "100"}, "1"},
-		{[]string{"TTL", "k"}, "100"},
-		{[]string{"DBSIZE"}, "4"},
+		{[]string{"PERSIST", "k"}, "1"},
+		{[]string{"TTL", "k"}, "-1"},
+		{[]string{"DBSIZE"}, "5"},
 		{[]string{"FLUSHALL"}, "OK"},
 		{[]string{"DBSIZE"}, "0"},
 	}
@@ -97,6 +101,30 @@ func TestServerDownAndRestart(t *testing.T) {
 	}
 }
 
+// A killed server's port may be grabbed by someone else before Restart;
+// Restart must wait for it rather than fail at once or move elsewhere.
+func TestRestartWaitsForBusyPort(t *testing.T) {
+	t.Parallel()
+	s := StartServer(t)
+	s.Kill()
+	l, err := net.Listen("tcp", s.Addr())
+	if err != nil {
+		t.Fatalf("occupying %s: %v", s.Addr(), err)
+	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(300 * time.Millisecond)
+		l.Close()
+	}()
+
+	s.Restart(t)
+	<-released
+	if got := s.Do(t, "PING"); got != "PONG" {
+		t.Fatalf("PING after Restart = %q, want PONG", got)
+	}
+}
+
 func TestServerPassword(t *testing.T) {
 	t.Parallel()
 	s := StartServer(t, WithArgs("--requirepass", "secret"))
@@ -132,7 +160,7 @@ func TestCluster(t *testing.T) {
 		masters int
 	}{
 		{"redis-cli", 3},
-		{"by-hand", 1},
+		{"by-hand", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,6 +32,24 @@ const (
 	Nil
 )
 
+func (k Kind) String() string {
+	switch k {
+	case Simple:
+		return "simple string"
+	case Error:
+		return "error"
+	case Integer:
+		return "integer"
+	case Bulk:
+		return "bulk string"
+	case Array:
+		return "array"
+	case Nil:
+		return "nil"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
 // Reply is one parsed RESP2 reply.
 type Reply struct {
 	Kind  Kind

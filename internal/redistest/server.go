@@ -166,7 +166,8 @@ func (s *Server) Stop() {
 	select {
 	case <-p.done:
 	case <-time.After(stopTimeout):
-		s.Kill()
+		_ = p.cmd.Process.Kill()
+		<-p.done
 	}
 }
 
