@@ -40,22 +40,26 @@ func (l Limit) String() string {
 
 // params validates the limit and derives its algorithm's constants.
 func (l Limit) params() (algo.Params, error) {
-	kind, ok := algo.ParseKind(string(l.Algorithm))
-	if !ok {
-		return algo.Params{}, fmt.Errorf("%w: unknown algorithm %q (want one of %v)", ErrInvalidLimit, string(l.Algorithm), Algorithms())
-	}
-	if l.Period%time.Microsecond != 0 {
-		return algo.Params{}, fmt.Errorf("%w: period %s is not a whole number of microseconds", ErrInvalidLimit, l.Period)
-	}
-	return algo.NewParams(kind, l.Rate, int64(l.Period/time.Microsecond), l.Burst)
+	return algo.Compile(string(l.Algorithm), l.Rate, l.Period, l.Burst)
 }
 
-func checkRequest(key string, cost int64) error {
+// ValidateRequest returns the error every Limiter gives for an empty key
+// or a negative cost (wrapping ErrInvalidKey or ErrInvalidCost), nil
+// otherwise: for stores written outside this package.
+func ValidateRequest(key string, cost int64) error {
 	if key == "" {
 		return fmt.Errorf("%w: key is empty", ErrInvalidKey)
 	}
 	if cost < 0 {
 		return fmt.Errorf("%w: cost must not be negative, got %d", ErrInvalidCost, cost)
+	}
+	return nil
+}
+
+// checkRequest is the inlinable fast path of ValidateRequest.
+func checkRequest(key string, cost int64) error {
+	if key == "" || cost < 0 {
+		return ValidateRequest(key, cost)
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package algo
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 )
 
 // Kind names an algorithm.
@@ -122,6 +124,28 @@ func NewParams(kind Kind, rate, periodMicros, burst int64) (Params, error) {
 	p.MaxAhead = p.Tolerance/p.Scale + 2
 	p.perScale, p.perInterval = newDivider(p.Scale), newDivider(p.Interval)
 	return p, nil
+}
+
+// Compile validates a limit as the public API states it (an algorithm name,
+// a rate, a period that must be whole microseconds, a burst) and derives its
+// Params.
+func Compile(algorithm string, rate int64, period time.Duration, burst int64) (Params, error) {
+	kind, ok := ParseKind(algorithm)
+	if !ok {
+		return Params{}, fmt.Errorf("%w: unknown algorithm %q (want one of %s)", ErrInvalidLimit, algorithm, kindNames())
+	}
+	if period%time.Microsecond != 0 {
+		return Params{}, fmt.Errorf("%w: period %s is not a whole number of microseconds", ErrInvalidLimit, period)
+	}
+	return NewParams(kind, rate, int64(period/time.Microsecond), burst)
+}
+
+func kindNames() string {
+	names := make([]string, 0, SlidingWindow)
+	for k := TokenBucket; k <= SlidingWindow; k++ {
+		names = append(names, k.String())
+	}
+	return strings.Join(names, ", ")
 }
 
 // Result is one decision. Durations are whole microseconds, rounded up.

@@ -1,0 +1,96 @@
+-- Floodgate's algorithms in Redis. Every line mirrors internal/algo in Go:
+-- the same integers, the same order of operations, so that a decision made
+-- here equals, field by field, the one the in-memory store makes. Numbers
+-- here are doubles, exact up to 2^53; internal/algo keeps every quantity
+-- below 2^51.
+
+local TOKEN_BUCKET, LEAKY_BUCKET, FIXED_WINDOW, SLIDING_LOG, SLIDING_WINDOW = 1, 2, 3, 4, 5
+local EXACT = 9007199254740992 -- 2^53
+
+local floor = math.floor
+
+local function ceil_div(a, b)
+  local q = floor(a / b)
+  if q * b < a then q = q + 1 end
+  return q
+end
+
+-- mul_div returns q and r with a*b = q*c + r, 0 <= r < c, for 0 <= a < 2^51,
+-- 0 <= b < 2^53, c > 0. When the product is exact the division is too;
+-- otherwise it runs a shift-and-subtract over the 51 bits of a, whose
+-- partial sums all stay below 2^53.
+local function mul_div(a, b, c)
+  local p = a * b
+  if p < EXACT then
+    local q = floor(p / c)
+    return q, p - q * c
+  end
+  local bq = floor(b / c)
+  local br = b - bq * c
+  local q, r = 0, 0
+  for i = 50, 0, -1 do
+    q, r = q * 2, r * 2
+    if r >= c then q, r = q + 1, r - c end
+    if floor(a / 2 ^ i) % 2 == 1 then
+      q, r = q + bq, r + br
+      if r >= c then q, r = q + 1, r - c end
+    end
+  end
+  return q, r
+end
+
+local function mul_div_floor(a, b, c)
+  local q = mul_div(a, b, c)
+  return q
+end
+
+local function mul_div_ceil(a, b, c)
+  local q, r = mul_div(a, b, c)
+  if r > 0 then q = q + 1 end
+  return q
+end
+
+local function fmt(n) return string.format('%d', n) end
+
+-- params reads a compiled limit from ARGV starting at i (see redisstore.args).
+local function params(argv, i)
+  return {
+    kind = tonumber(argv[i]), rate = tonumber(argv[i + 1]), period = tonumber(argv[i + 2]),
+    burst = tonumber(argv[i + 3]), scale = tonumber(argv[i + 4]), interval = tonumber(argv[i + 5]),
+    tolerance = tonumber(argv[i + 6]), max_ahead = tonumber(argv[i + 7]),
+  }
+end
+local PARAMS = 8
+
+local function server_now(now)
+  if now >= 0 then return now end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function result(limit)
+  return {allowed = 0, limit = limit, remaining = 0, retry = 0, reset = 0, delay = 0}
+end
+
+-- State of the bucket and window algorithms: a string "kind:A:B:C". A key
+-- that holds another algorithm's state, or another type, starts fresh.
+local function load_state(key, kind)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'string' then
+    local k, a, b, c = string.match(v, '^(%d+):(%-?%d+):(%-?%d+):(%-?%d+)$')
+    if tonumber(k) == kind then return {tonumber(a), tonumber(b), tonumber(c)}, v end
+  elseif type(v) == 'table' and v.err then
+    redis.call('DEL', key) -- another type: the sliding log's hash
+    v = false
+  end
+  return {0, 0, 0}, v
+end
+
+local function ttl_ms(reset, slack)
+  return ceil_div(reset, 1000) + slack
+end
+
+local function save_state(key, kind, s, reset, slack)
+  redis.call('SET', key, fmt(kind) .. ':' .. fmt(s[1]) .. ':' .. fmt(s[2]) .. ':' .. fmt(s[3]),
+    'PX', ttl_ms(reset, slack))
+end

@@ -1,0 +1,208 @@
+// Package redisstore keeps rate-limit state in Redis, so that every node of
+// a fleet enforces one exact global limit: the central counter strategy.
+// Each decision is one Lua script call (EVALSHA) that reads the key's state,
+// decides with the same integer arithmetic as the in-memory store, and
+// writes it back, atomically; concurrent callers share pipelined connections
+// (rueidis), so throughput is bounded by Redis, not by round trips.
+//
+// Time comes from the Redis server (TIME) unless Config.Clock is set, so
+// the clocks of the nodes do not matter. Every key expires when its state is
+// back to full, so idle keys cost nothing. Standalone Redis and Redis
+// Cluster both work; scripts reach every node by EVALSHA with an EVAL
+// fallback.
+//
+// A store that cannot answer within Config.Timeout yields an error wrapping
+// floodgate.ErrStoreUnavailable; wrap the Limiter with a failure policy
+// (package failover) to decide what such requests get.
+package redisstore
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/algo"
+	"github.com/floodgate-io/floodgate/internal/memo"
+)
+
+// MaxKeyLength is the longest key (before the prefix) a Limiter accepts.
+const MaxKeyLength = 1024
+
+// Config configures a Limiter.
+type Config struct {
+	// Addrs is one address (host:port), or several seeds of a Redis Cluster.
+	Addrs []string
+	// KeyPrefix is put before every key, e.g. "fg:".
+	KeyPrefix string
+	// Clock, when set, supplies the time of every decision instead of the
+	// server's TIME: for tests and simulation. Keys then live ClockSlack
+	// longer than their state needs, to absorb the difference between this
+	// clock and the server's.
+	Clock      floodgate.Clock
+	ClockSlack time.Duration // default 1 minute; only with Clock
+
+	// Timeout bounds one decision, the round trip included (default 50ms).
+	Timeout time.Duration
+	// DialTimeout bounds connecting (default 1s).
+	DialTimeout time.Duration
+
+	Username string
+	Password string
+	DB       int
+	TLS      *tls.Config
+
+	// PipelineMultiplex spreads commands over 2^n pipelined connections per
+	// node (rueidis's knob; default 2: 4 connections).
+	PipelineMultiplex int
+}
+
+// Limiter is a floodgate.Limiter on Redis.
+type Limiter struct {
+	client  rueidis.Client
+	cfg     Config
+	scripts *scripts
+	limits  memo.Cache[floodgate.Limit, *compiled]
+	slack   string // TTL slack in ms, as sent to the scripts
+	cluster bool
+}
+
+// New connects to Redis. It fails if no address answers within DialTimeout.
+func New(cfg Config) (*Limiter, error) {
+	if len(cfg.Addrs) == 0 {
+		return nil, errors.New("redisstore: no address given")
+	}
+	if cfg.Timeout < 0 || cfg.DialTimeout < 0 || cfg.ClockSlack < 0 {
+		return nil, errors.New("redisstore: timeouts must not be negative")
+	}
+	cfg = withDefaults(cfg)
+	client, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       cfg.Addrs,
+		Username:          cfg.Username,
+		Password:          cfg.Password,
+		SelectDB:          cfg.DB,
+		TLSConfig:         cfg.TLS,
+		Dialer:            net.Dialer{Timeout: cfg.DialTimeout},
+		ConnWriteTimeout:  cfg.Timeout + cfg.DialTimeout,
+		DisableCache:      true,
+		DisableRetry:      true, // a script that may have run is never sent twice
+		PipelineMultiplex: cfg.PipelineMultiplex,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: connecting to %v: %w: %w", cfg.Addrs, floodgate.ErrStoreUnavailable, err)
+	}
+	l := &Limiter{client: client, cfg: cfg, scripts: loadScripts(), cluster: client.Mode() == rueidis.ClientModeCluster}
+	if cfg.Clock != nil {
+		l.slack = strconv.FormatInt(cfg.ClockSlack.Milliseconds(), 10)
+	} else {
+		l.slack = "0"
+	}
+	return l, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 50 * time.Millisecond
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = time.Second
+	}
+	if cfg.ClockSlack == 0 {
+		cfg.ClockSlack = time.Minute
+	}
+	if cfg.PipelineMultiplex == 0 {
+		cfg.PipelineMultiplex = 2
+	}
+	return cfg
+}
+
+// Close closes the connections.
+func (l *Limiter) Close() { l.client.Close() }
+
+// AllowN implements floodgate.Limiter.
+func (l *Limiter) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
+	c, err := l.prepare(key, limit, cost)
+	if err != nil {
+		return floodgate.Decision{}, err
+	}
+	d, _, err := l.call(ctx, l.scripts.single[c.params.Kind], key, l.args(c, cost))
+	return d, err
+}
+
+// call runs a one-key script within the timeout and reads its decision.
+func (l *Limiter) call(ctx context.Context, script *rueidis.Lua, key string, args []string) (floodgate.Decision, int64, error) {
+	callCtx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	reply, err := script.Exec(callCtx, l.client, []string{l.cfg.KeyPrefix + key}, args).AsIntSlice()
+	if err != nil {
+		return floodgate.Decision{}, 0, l.storeError(ctx, key, err)
+	}
+	return decision(reply)
+}
+
+// prepare validates a request and compiles its limit.
+func (l *Limiter) prepare(key string, limit floodgate.Limit, cost int64) (*compiled, error) {
+	if err := floodgate.ValidateRequest(key, cost); err != nil {
+		return nil, err
+	}
+	if len(key) > MaxKeyLength {
+		return nil, fmt.Errorf("%w: key is %d bytes, longer than %d", floodgate.ErrInvalidKey, len(key), MaxKeyLength)
+	}
+	return l.limits.Get(limit, func(lim floodgate.Limit) (*compiled, error) {
+		p, err := algo.Compile(string(lim.Algorithm), lim.Rate, lim.Period, lim.Burst)
+		if err != nil {
+			return nil, err
+		}
+		return compile(p), nil
+	})
+}
+
+// now returns the decision time to send: the client's clock in µs, or -1
+// for the server's TIME.
+func (l *Limiter) now() string {
+	if l.cfg.Clock == nil {
+		return "-1"
+	}
+	return strconv.FormatInt(l.cfg.Clock.Now().UnixMicro(), 10)
+}
+
+func (l *Limiter) args(c *compiled, cost int64) []string {
+	args := make([]string, 0, 3+len(c.args)+1)
+	args = append(args, l.now(), strconv.FormatInt(cost, 10), l.slack)
+	return append(args, c.args[:]...)
+}
+
+// storeError classifies a failed call: the caller giving up is the caller's
+// error; Redis answering with an error is a defect to report as is; no
+// answer in time is the store being unavailable.
+func (l *Limiter) storeError(ctx context.Context, key string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("redisstore: key %q: %w", key, ctx.Err())
+	}
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		return fmt.Errorf("redisstore: key %q: %w", key, err)
+	}
+	return fmt.Errorf("redisstore: key %q: %w: %w", key, floodgate.ErrStoreUnavailable, err)
+}
+
+// decision reads a script's reply: allowed, limit, remaining, retry_after,
+// reset_after, delay (µs) and the time it decided at.
+func decision(v []int64) (floodgate.Decision, int64, error) {
+	if len(v) != 7 {
+		return floodgate.Decision{}, 0, fmt.Errorf("redisstore: script replied %d values, want 7", len(v))
+	}
+	return floodgate.Decision{
+		Allowed:    v[0] == 1,
+		Limit:      v[1],
+		Remaining:  v[2],
+		RetryAfter: time.Duration(v[3]) * time.Microsecond,
+		ResetAfter: time.Duration(v[4]) * time.Microsecond,
+		Delay:      time.Duration(v[5]) * time.Microsecond,
+	}, v[6], nil
+}
