@@ -21,6 +21,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
 	"strconv"
 	"time"
@@ -58,9 +59,11 @@ type Config struct {
 	DB       int
 	TLS      *tls.Config
 
-	// PipelineMultiplex spreads commands over 2^n pipelined connections per
-	// node (rueidis's knob; default 2: 4 connections).
-	PipelineMultiplex int
+	// Connections is how many pipelined connections to open per node
+	// (rounded down to a power of two; default 1). Redis runs scripts one at
+	// a time, so one connection carrying every caller's commands, pipelined,
+	// is both the fastest and the lightest; more help only over long links.
+	Connections int
 }
 
 // Limiter is a floodgate.Limiter on Redis.
@@ -92,7 +95,7 @@ func New(cfg Config) (*Limiter, error) {
 		ConnWriteTimeout:  cfg.Timeout + cfg.DialTimeout,
 		DisableCache:      true,
 		DisableRetry:      true, // a script that may have run is never sent twice
-		PipelineMultiplex: cfg.PipelineMultiplex,
+		PipelineMultiplex: multiplex(cfg.Connections),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: connecting to %v: %w: %w", cfg.Addrs, floodgate.ErrStoreUnavailable, err)
@@ -116,10 +119,20 @@ func withDefaults(cfg Config) Config {
 	if cfg.ClockSlack == 0 {
 		cfg.ClockSlack = time.Minute
 	}
-	if cfg.PipelineMultiplex == 0 {
-		cfg.PipelineMultiplex = 2
+	if cfg.Connections <= 0 {
+		cfg.Connections = 1
 	}
 	return cfg
+}
+
+// multiplex turns a connection count into rueidis's exponent; -1 is how it
+// is told "one connection" (0 means its default of four).
+func multiplex(connections int) int {
+	n := bits.Len(uint(connections)) - 1
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // Close closes the connections.
