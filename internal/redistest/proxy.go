@@ -38,7 +38,9 @@ func StartProxy(tb testing.TB, upstream string) *Proxy {
 func (p *Proxy) Addr() string { return p.proxy.Listen }
 
 // AddLatency delays every reply from upstream by ms milliseconds.
-func (p *Proxy) AddLatency(tb testing.TB, ms int) { p.add(tb, "latency", "downstream", fmt.Sprintf(`{"latency": %d}`, ms)) }
+func (p *Proxy) AddLatency(tb testing.TB, ms int) {
+	p.add(tb, "latency", "downstream", fmt.Sprintf(`{"latency": %d}`, ms))
+}
 
 // AddTimeout makes the link swallow data and never answer: a server that
 // hangs.
@@ -70,4 +72,3 @@ func (p *Proxy) add(tb testing.TB, kind, stream, attributes string) {
 		tb.Fatalf("redistest: adding %s: %v", kind, err)
 	}
 }
-
