@@ -1,0 +1,338 @@
+// Package failover decides what a rate limiter does when its shared store
+// (Redis) cannot answer. It wraps any floodgate.Limiter and, when the store
+// is unavailable, lets a failure policy make the decision instead:
+//
+//   - FailOpen allows every request, so an outage of the store never becomes
+//     an outage of the service; it still counts the requests in a local
+//     Memory so that Remaining and metrics stay meaningful.
+//   - FailClosed denies every request, for paths where abuse costs more than
+//     unavailability (logins, payments).
+//   - FailLocal enforces the limit divided by the number of nodes in a local
+//     Memory: each of N nodes admits its share, so the fleet as a whole stays
+//     close to the limit until the store is back.
+//
+// A circuit breaker keeps a dead store from adding its timeout to every
+// request: after FailureThreshold consecutive store failures it opens and
+// decisions go straight to the policy, in well under a microsecond of
+// overhead. After CoolDown it lets one probe through; a probe that succeeds
+// closes it, one that fails opens it for another CoolDown.
+//
+// No decision waits longer than Timeout for the store, even when the store
+// ignores its context: the store call runs on its own goroutine, which ends
+// when the store returns, and the decision goes on without it.
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-io/floodgate"
+)
+
+// Mode is a failure policy: what to decide when the store is unavailable.
+type Mode string
+
+// The failure policies.
+const (
+	// FailOpen allows, and counts the request against the whole limit in a
+	// local Memory: Limit, Remaining and ResetAfter are that local count's.
+	// It sees only this node's traffic, so Remaining is an upper bound of
+	// what the fleet has left.
+	FailOpen Mode = "fail_open"
+	// FailClosed denies, with RetryAfter the time until the breaker's next
+	// probe; when none is scheduled yet (the breaker is still closed, or a
+	// probe is due or running) CoolDown, the breaker's own retry interval.
+	FailClosed Mode = "fail_closed"
+	// FailLocal decides in a local Memory under the limit divided by
+	// Config.Nodes (rate and burst, rounded up) until the store is back. The
+	// local counts start afresh with each outage.
+	FailLocal Mode = "fail_local"
+)
+
+// Modes lists the failure policies.
+func Modes() []Mode { return []Mode{FailOpen, FailClosed, FailLocal} }
+
+// ErrInvalidConfig is wrapped by every error New and ParseMode return for a
+// bad configuration.
+var ErrInvalidConfig = errors.New("failover: invalid config")
+
+// ErrBreakerOpen is the Cause of a decision made without asking the store
+// because the circuit breaker is open. It wraps floodgate.ErrStoreUnavailable.
+var ErrBreakerOpen = fmt.Errorf("%w: circuit breaker open", floodgate.ErrStoreUnavailable)
+
+// ParseMode reads a failure policy as configuration spells it.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes() {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("%w: unknown failure mode %q (want one of %s, %s, %s)",
+		ErrInvalidConfig, s, FailOpen, FailClosed, FailLocal)
+}
+
+// The defaults of Config.
+const (
+	DefaultTimeout          = 50 * time.Millisecond
+	DefaultFailureThreshold = 5
+	// DefaultCoolDown is short so that, counting the probe's own round trip,
+	// decisions use the store again within a second of it coming back.
+	DefaultCoolDown = 250 * time.Millisecond
+)
+
+// Config configures New. Zero values take the defaults, except Mode: the
+// failure policy is a decision about abuse against availability, so it must
+// be stated.
+type Config struct {
+	Mode Mode
+	// Timeout bounds how long a decision waits for the store (default 50ms).
+	Timeout time.Duration
+	// Nodes is N for FailLocal: each node enforces the limit's rate and burst
+	// divided by N, rounded up (default 1).
+	Nodes int
+	// FailureThreshold is the number of consecutive store failures that
+	// opens the breaker (default 5).
+	FailureThreshold int
+	// CoolDown is how long the breaker stays open before it lets a probe
+	// through (default 250ms).
+	CoolDown time.Duration
+	// MaxLocalKeys bounds the keys the local Memory holds during an outage
+	// (0: unbounded). Keys often come from clients (addresses, API keys), so
+	// a bound keeps an outage from becoming a memory exhaustion.
+	MaxLocalKeys int
+	// Clock is read by the breaker and the local Memory; nil is the system
+	// clock. Timeout is always measured on the system clock: it bounds real
+	// waiting.
+	Clock floodgate.Clock
+	// Logger receives the breaker's state changes; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults validates cfg and fills in its zero values.
+func (cfg Config) withDefaults() (Config, error) {
+	if _, err := ParseMode(string(cfg.Mode)); err != nil {
+		return cfg, err
+	}
+	switch {
+	case cfg.Timeout < 0:
+		return cfg, fmt.Errorf("%w: timeout must not be negative, got %s", ErrInvalidConfig, cfg.Timeout)
+	case cfg.CoolDown < 0:
+		return cfg, fmt.Errorf("%w: cool-down must not be negative, got %s", ErrInvalidConfig, cfg.CoolDown)
+	case cfg.Nodes < 0:
+		return cfg, fmt.Errorf("%w: nodes must not be negative, got %d", ErrInvalidConfig, cfg.Nodes)
+	case cfg.FailureThreshold < 0:
+		return cfg, fmt.Errorf("%w: failure threshold must not be negative, got %d", ErrInvalidConfig, cfg.FailureThreshold)
+	case cfg.MaxLocalKeys < 0:
+		return cfg, fmt.Errorf("%w: max local keys must not be negative, got %d", ErrInvalidConfig, cfg.MaxLocalKeys)
+	}
+	cfg.Timeout = orDefault(cfg.Timeout, DefaultTimeout)
+	cfg.CoolDown = orDefault(cfg.CoolDown, DefaultCoolDown)
+	cfg.Nodes = orDefault(cfg.Nodes, 1)
+	cfg.FailureThreshold = orDefault(cfg.FailureThreshold, DefaultFailureThreshold)
+	return cfg, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Limiter applies a failure policy to a store. It is safe for concurrent use.
+type Limiter struct {
+	store   floodgate.Limiter
+	batch   floodgate.BatchLimiter // nil when the store decides one request at a time
+	cfg     Config
+	local   *floodgate.Memory // nil under FailClosed
+	breaker breaker
+	stats   counters
+}
+
+// New wraps store with the failure policy of cfg. The caller keeps
+// ownership of store: Close does not close it.
+func New(store floodgate.Limiter, cfg Config) (*Limiter, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: store is nil", ErrInvalidConfig)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{store: store, cfg: cfg}
+	l.batch, _ = store.(floodgate.BatchLimiter)
+	if cfg.Mode != FailClosed {
+		l.local = newLocal(cfg)
+	}
+	l.breaker.init(cfg.FailureThreshold, cfg.CoolDown, nowFunc(cfg.Clock))
+	return l, nil
+}
+
+func newLocal(cfg Config) *floodgate.Memory {
+	var opts []floodgate.MemoryOption
+	if cfg.Clock != nil {
+		opts = append(opts, floodgate.WithClock(cfg.Clock))
+	}
+	if cfg.MaxLocalKeys > 0 {
+		opts = append(opts, floodgate.WithMaxKeys(cfg.MaxLocalKeys))
+	}
+	return floodgate.NewMemory(opts...)
+}
+
+func nowFunc(c floodgate.Clock) func() time.Time {
+	if c == nil {
+		return time.Now
+	}
+	return c.Now
+}
+
+// Result is a decision and whether the failure policy made it.
+type Result struct {
+	floodgate.Decision
+	// Degraded reports that the store could not answer and the failure
+	// policy decided.
+	Degraded bool
+	// Cause is why the store could not answer; it wraps
+	// floodgate.ErrStoreUnavailable. nil when not degraded.
+	Cause error
+}
+
+// BatchResult is the outcome of a batch and whether the failure policy
+// decided it.
+type BatchResult struct {
+	Decisions []floodgate.Decision
+	Degraded  bool
+	Cause     error
+}
+
+// AllowN implements floodgate.Limiter: the store's decision, or the policy's
+// when the store is unavailable. Errors are the caller's (a cancelled
+// context) or bad input, never the store's unavailability.
+func (l *Limiter) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
+	r, err := l.Decide(ctx, key, limit, cost)
+	return r.Decision, err
+}
+
+// Decide is AllowN that also reports whether the decision was degraded and
+// why, for metrics, logs and response headers.
+func (l *Limiter) Decide(ctx context.Context, key string, limit floodgate.Limit, cost int64) (Result, error) {
+	ph, cause, err := l.admit(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	var d floodgate.Decision
+	if cause == nil {
+		d, cause, err = guard(l, ctx, ph, func(ctx context.Context) (floodgate.Decision, error) {
+			return l.store.AllowN(ctx, key, limit, cost)
+		})
+		if err != nil {
+			return Result{}, err
+		}
+	}
+	if cause != nil {
+		if d, err = l.degrade(ctx, key, limit, cost); err != nil {
+			return Result{}, err
+		}
+	}
+	l.stats.decided(1, cause != nil)
+	return Result{Decision: d, Degraded: cause != nil, Cause: cause}, nil
+}
+
+// AllowAll implements floodgate.BatchLimiter when the store does; otherwise
+// it returns an error wrapping errors.ErrUnsupported, since deciding the
+// requests one by one would not be all or nothing. When the store is
+// unavailable the policy decides the whole batch.
+func (l *Limiter) AllowAll(ctx context.Context, reqs []floodgate.Request) ([]floodgate.Decision, error) {
+	r, err := l.DecideAll(ctx, reqs)
+	return r.Decisions, err
+}
+
+// DecideAll is AllowAll that also reports whether the batch was degraded.
+func (l *Limiter) DecideAll(ctx context.Context, reqs []floodgate.Request) (BatchResult, error) {
+	if l.batch == nil {
+		return BatchResult{}, fmt.Errorf("failover: store %T does not implement floodgate.BatchLimiter: %w",
+			l.store, errors.ErrUnsupported)
+	}
+	ph, cause, err := l.admit(ctx)
+	if err != nil {
+		return BatchResult{}, err
+	}
+	var ds []floodgate.Decision
+	if cause == nil {
+		ds, cause, err = guard(l, ctx, ph, func(ctx context.Context) ([]floodgate.Decision, error) {
+			return l.batch.AllowAll(ctx, reqs)
+		})
+		if err != nil {
+			return BatchResult{}, err
+		}
+	}
+	if cause != nil {
+		if ds, err = l.degradeAll(ctx, reqs); err != nil {
+			return BatchResult{}, err
+		}
+	}
+	l.stats.decided(len(reqs), cause != nil)
+	return BatchResult{Decisions: ds, Degraded: cause != nil, Cause: cause}, nil
+}
+
+// State returns the circuit breaker's state.
+func (l *Limiter) State() BreakerState { return l.breaker.state() }
+
+// Stats returns the counters so far.
+func (l *Limiter) Stats() Stats { return l.stats.snapshot() }
+
+// Close releases the local Memory. The Limiter starts no goroutine of its
+// own: the only ones it runs are store calls, each of which ends when the
+// store's call returns, so there is nothing else to stop. Close does not
+// close the store; decisions after Close still work, from empty local state.
+func (l *Limiter) Close() {
+	if l.local != nil {
+		l.local.Close()
+	}
+}
+
+// Stats are monotonic counters for metrics.
+type Stats struct {
+	// Decisions counts the decisions returned; a batch counts one per request.
+	Decisions uint64
+	// Degraded counts the decisions the failure policy made.
+	Degraded uint64
+	// StoreErrors counts store calls that failed as unavailable, timeouts
+	// included; calls the open breaker skipped are not store errors.
+	StoreErrors uint64
+	// BreakerOpens counts transitions to open: from closed when the store
+	// starts failing, and from half-open when a probe fails.
+	BreakerOpens uint64
+}
+
+type counters struct {
+	decisions, degraded, storeErrors, breakerOpens atomic.Uint64
+}
+
+func (c *counters) decided(n int, degraded bool) {
+	c.decisions.Add(uint64(n))
+	if degraded {
+		c.degraded.Add(uint64(n))
+	}
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Decisions:    c.decisions.Load(),
+		Degraded:     c.degraded.Load(),
+		StoreErrors:  c.storeErrors.Load(),
+		BreakerOpens: c.breakerOpens.Load(),
+	}
+}
+
+func (l *Limiter) logger() *slog.Logger {
+	if l.cfg.Logger != nil {
+		return l.cfg.Logger
+	}
+	return slog.Default()
+}
