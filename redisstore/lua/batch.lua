@@ -13,7 +13,7 @@ for i = 1, #KEYS do
 end
 local out, undos, failed = {}, {}, nil
 for i, q in ipairs(reqs) do
-  local r, u = decide(q.key, q.p, now, q.cost, true, slack)
+  local r, u = decide(q.key, q.p, now, q.cost, true, slack, true)
   out[i] = r
   if r.allowed == 0 then failed = i break end
   undos[i] = u

@@ -1,6 +1,6 @@
 -- decide runs one request on key and stores what changed. It returns the
--- decision and how to undo it (for all-or-nothing batches).
-local function decide(key, p, now, cost, commit, slack)
+-- decision and, with undoable, how to undo it (for all-or-nothing batches).
+local function decide(key, p, now, cost, commit, slack, undoable)
   if p.kind == SLIDING_LOG then
     local r, l, changed, undo = decide_log(key, p, now, cost, commit)
     if changed then save_log(key, l, r.reset, slack) end
@@ -17,7 +17,7 @@ local function decide(key, p, now, cost, commit, slack)
   end
   local undo = nil
   if changed and commit then
-    undo = {raw = raw, pttl = redis.call('PTTL', key)}
+    if undoable then undo = {raw = raw, pttl = redis.call('PTTL', key)} end
     save_state(key, p.kind, s, r.reset, slack)
   end
   return r, undo

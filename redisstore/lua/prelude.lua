@@ -90,7 +90,10 @@ local function ttl_ms(reset, slack)
   return ceil_div(reset, 1000) + slack
 end
 
+local function encode_state(kind, s)
+  return string.format('%d:%d:%d:%d', kind, s[1], s[2], s[3])
+end
+
 local function save_state(key, kind, s, reset, slack)
-  redis.call('SET', key, fmt(kind) .. ':' .. fmt(s[1]) .. ':' .. fmt(s[2]) .. ':' .. fmt(s[3]),
-    'PX', ttl_ms(reset, slack))
+  redis.call('SET', key, encode_state(kind, s), 'PX', ttl_ms(reset, slack))
 end

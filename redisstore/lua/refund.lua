@@ -17,7 +17,7 @@ local s, raw = load_state(key, p.kind)
 if not raw then return 0 end
 if p.kind == FIXED_WINDOW or p.kind == SLIDING_WINDOW then
   s = refund_window(p, s, at, cost)
-  redis.call('SET', key, fmt(p.kind) .. ':' .. fmt(s[1]) .. ':' .. fmt(s[2]) .. ':' .. fmt(s[3]), 'KEEPTTL')
+  redis.call('SET', key, encode_state(p.kind, s), 'KEEPTTL')
   return 1
 end
 local reset
