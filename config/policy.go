@@ -1,0 +1,585 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/failover"
+)
+
+// Policy is one file: a domain and its tree of descriptors. It does not
+// change once parsed; its fields are for reading.
+type Policy struct {
+	Domain string
+	File   string // the name it was parsed under
+
+	domainLine int
+	root       *level
+}
+
+// level is the descriptors at one depth under one parent.
+type level struct {
+	nodes    []*node            // in file order
+	exact    map[Entry]*node    // descriptors with a value, wildcards included (by their literal value)
+	wildcard map[string][]*node // key -> descriptors whose value ends with "*", in file order
+	keyOnly  map[string]*node   // key -> the descriptor with that key and no value
+}
+
+// node is one descriptor.
+type node struct {
+	step
+	rules    []Rule // its limits; nil when it has none
+	children *level // nil when it has none
+}
+
+func newLevel() *level {
+	return &level{exact: map[Entry]*node{}, wildcard: map[string][]*node{}, keyOnly: map[string]*node{}}
+}
+
+// lookup finds the descriptor an entry takes at this level: key and value,
+// else the first wildcard whose prefix the value has, else key alone.
+func (l *level) lookup(e Entry) *node {
+	if n := l.exact[e]; n != nil {
+		return n
+	}
+	for _, n := range l.wildcard[e.Key] {
+		if strings.HasPrefix(e.Value, n.value[:len(n.value)-1]) {
+			return n
+		}
+	}
+	return l.keyOnly[e.Key]
+}
+
+// Rules lists every limit of the policy, in file order.
+func (p *Policy) Rules() []Rule {
+	var out []Rule
+	var walk func(*level)
+	walk = func(l *level) {
+		for _, n := range l.nodes {
+			out = append(out, n.rules...)
+			if n.children != nil {
+				walk(n.children)
+			}
+		}
+	}
+	walk(p.root)
+	return out
+}
+
+// Parse reads one file. name is how errors refer to it, usually its path.
+func Parse(name string, data []byte) (*Policy, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := decodeYAML(dec, &doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{File: name, Msg: "empty file: want a domain and its descriptors"}
+		}
+		return nil, syntaxError(name, err)
+	}
+	var extra yaml.Node
+	switch err := decodeYAML(dec, &extra); {
+	case err == nil:
+		return nil, &Error{File: name, Line: extra.Line,
+			Msg: "a second YAML document: a file holds one domain, put each in its own file"}
+	case !errors.Is(err, io.EOF):
+		return nil, syntaxError(name, err)
+	}
+	d := &decoder{file: name, budget: nodeBudget(len(data))}
+	return d.policy(&doc)
+}
+
+// decodeYAML reads the next document, turning a panic of the YAML library
+// into an error so that no input can crash the loader.
+func decodeYAML(dec *yaml.Decoder, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: %v", r)
+		}
+	}()
+	return dec.Decode(n)
+}
+
+func (d *decoder) policy(doc *yaml.Node) (*Policy, error) {
+	root := doc
+	if doc.Kind == yaml.DocumentNode {
+		if len(doc.Content) == 0 {
+			return nil, d.errorf(doc, "empty file: want a domain and its descriptors")
+		}
+		root = doc.Content[0]
+	}
+	if r, err := d.resolve(root); err == nil && isNull(r) {
+		return nil, d.errorf(r, "empty file: want a domain and its descriptors")
+	}
+	fs, err := d.fields(root, "the file")
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{File: d.file, root: newLevel()}
+	var descriptors *yaml.Node
+	for _, f := range fs {
+		switch f.name {
+		case "domain":
+			if p.Domain, err = d.str(f.value, "domain"); err != nil {
+				return nil, err
+			}
+			p.domainLine = f.key.Line
+		case "descriptors":
+			descriptors = f.value
+		default:
+			return nil, d.unknown(f, "", topFields)
+		}
+	}
+	if p.Domain == "" {
+		return nil, d.errorf(root, "domain is required and must not be empty")
+	}
+	if descriptors != nil {
+		if err := d.descriptors(descriptors, p.Domain, "", nil, p.root); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+var (
+	topFields        = []string{"domain", "descriptors"}
+	descriptorFields = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode",
+		"quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"}
+	limitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
+		"algorithm", "burst", "period", "failure_mode", "strategy"}
+)
+
+// unknown is the error for a field the language does not have, with a
+// suggestion when it looks like a misspelling.
+func (d *decoder) unknown(f field, context string, known []string) *Error {
+	msg := fmt.Sprintf("unknown field %q", f.name)
+	if s := suggest(f.name, known); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	if context != "" {
+		msg = context + ": " + msg
+	}
+	return d.errorf(f.key, "%s", msg)
+}
+
+// descriptors loads a list of descriptors into l. parent is the Envoy-style
+// path of the parent descriptor under the domain ("tenant_free"; "" at the
+// top), steps the matches leading to it.
+func (d *decoder) descriptors(n *yaml.Node, domain, parent string, steps []step, l *level) error {
+	items, err := d.items(n, within(parent, "descriptors"))
+	if err != nil {
+		return err
+	}
+	for i, item := range items {
+		if err := d.descriptor(item, domain, parent, i, steps, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// within names something inside the descriptor at path, for errors.
+func within(path, what string) string {
+	if path == "" {
+		return what
+	}
+	return fmt.Sprintf("descriptor %q: %s", path, what)
+}
+
+func (d *decoder) descriptor(n *yaml.Node, domain, parent string, index int, steps []step, l *level) error {
+	where := within(parent, fmt.Sprintf("descriptors[%d]", index))
+	fs, err := d.fields(n, where)
+	if err != nil {
+		return err
+	}
+	nd := &node{}
+	// The key and value first: they name the descriptor in every other error.
+	for _, f := range fs {
+		switch f.name {
+		case "key":
+			if nd.key, err = d.str(f.value, where+": key"); err != nil {
+				return err
+			}
+		case "value":
+			if nd.value, err = d.str(f.value, where+": value"); err != nil {
+				return err
+			}
+		}
+	}
+	if nd.key == "" {
+		return d.errorf(n, "%s: key is required and must not be empty", where)
+	}
+	path := nd.key
+	if nd.value != "" {
+		path += "_" + nd.value
+	}
+	if parent != "" {
+		path = parent + "." + path
+	}
+	ctx := fmt.Sprintf("descriptor %q", path)
+	nd.wildcard = strings.HasSuffix(nd.value, "*")
+
+	var limitNode, limitsNode, children, metadata *yaml.Node
+	var limitsKey, shareKey *yaml.Node
+	var shadow, quota, detailed bool
+	for _, f := range fs {
+		switch f.name {
+		case "key", "value":
+		case "rate_limit":
+			if !isNull(f.value) {
+				limitNode = f.value
+			}
+		case "rate_limits":
+			if !isNull(f.value) {
+				limitsNode, limitsKey = f.value, f.key
+			}
+		case "descriptors":
+			children = f.value
+		case "shadow_mode":
+			shadow, err = d.boolean(f.value, ctx+": shadow_mode")
+		case "quota_mode":
+			quota, err = d.boolean(f.value, ctx+": quota_mode")
+		case "detailed_metric":
+			detailed, err = d.boolean(f.value, ctx+": detailed_metric")
+		case "value_to_metric":
+			nd.valueToMetric, err = d.boolean(f.value, ctx+": value_to_metric")
+		case "share_threshold":
+			nd.share, err = d.boolean(f.value, ctx+": share_threshold")
+			shareKey = f.key
+		case "metadata":
+			if !isNull(f.value) {
+				metadata = f.value
+			}
+		default:
+			return d.unknown(f, ctx, descriptorFields)
+		}
+		if err != nil {
+			return err
+		}
+	}
+
+	if nd.share && !nd.wildcard {
+		return d.errorf(shareKey, "%s: share_threshold needs a wildcard value (one ending in \"*\")", ctx)
+	}
+	if nd.value == "" {
+		if l.keyOnly[nd.key] != nil {
+			return d.errorf(n, "%s: duplicate descriptor: key %q without a value is already defined at this level", ctx, nd.key)
+		}
+	} else if l.exact[Entry{nd.key, nd.value}] != nil {
+		return d.errorf(n, "%s: duplicate descriptor: key %q with value %q is already defined at this level", ctx, nd.key, nd.value)
+	}
+
+	var meta map[string]any
+	if metadata != nil {
+		if metadata.Kind != yaml.MappingNode {
+			return d.errorf(metadata, "%s: metadata must be a mapping, not %s", ctx, kindName(metadata))
+		}
+		v, err := d.anyValue(metadata, ctx+": metadata")
+		if err != nil {
+			return err
+		}
+		meta = v.(map[string]any)
+	}
+
+	steps = append(steps[:len(steps):len(steps)], nd.step)
+	var specs []*yaml.Node
+	var labels []string
+	switch {
+	case limitNode != nil && limitsNode != nil:
+		return d.errorf(limitsKey, "%s: give rate_limit or rate_limits, not both", ctx)
+	case limitNode != nil:
+		specs, labels = []*yaml.Node{limitNode}, []string{"rate_limit"}
+	case limitsNode != nil:
+		if specs, err = d.items(limitsNode, ctx+": rate_limits"); err != nil {
+			return err
+		}
+		if len(specs) == 0 {
+			return d.errorf(limitsNode, "%s: rate_limits is empty: remove it or give at least one limit", ctx)
+		}
+		for i := range specs {
+			labels = append(labels, fmt.Sprintf("rate_limits[%d]", i))
+		}
+	}
+	names := map[string]bool{}
+	for i, spec := range specs {
+		r, err := d.limit(spec, ctx+": "+labels[i])
+		if err != nil {
+			return err
+		}
+		if r.Name != "" {
+			if names[r.Name] {
+				return d.errorf(spec, "%s: %s: name %q is used by another limit of this descriptor", ctx, labels[i], r.Name)
+			}
+			names[r.Name] = true
+		}
+		r.ShadowMode, r.QuotaMode, r.DetailedMetric = shadow, quota, detailed
+		r.Metadata = meta
+		r.Domain = domain
+		r.Path = domain + "." + path
+		r.Index, r.Count = i, len(specs)
+		r.File = d.file
+		r.steps = steps
+		nd.rules = append(nd.rules, r)
+	}
+
+	if children != nil {
+		nd.children = newLevel()
+		if err := d.descriptors(children, domain, path, steps, nd.children); err != nil {
+			return err
+		}
+		if len(nd.children.nodes) == 0 {
+			nd.children = nil
+		}
+	}
+
+	l.nodes = append(l.nodes, nd)
+	if nd.value == "" {
+		l.keyOnly[nd.key] = nd
+	} else {
+		l.exact[Entry{nd.key, nd.value}] = nd
+		if nd.wildcard {
+			l.wildcard[nd.key] = append(l.wildcard[nd.key], nd)
+		}
+	}
+	return nil
+}
+
+// Units are Envoy's, with its lengths: a month is 30 days, a year 365.
+var units = []struct {
+	name   string
+	period time.Duration
+}{
+	{"second", time.Second},
+	{"minute", time.Minute},
+	{"hour", time.Hour},
+	{"day", 24 * time.Hour},
+	{"week", 7 * 24 * time.Hour},
+	{"month", 30 * 24 * time.Hour},
+	{"year", 365 * 24 * time.Hour},
+}
+
+func unitPeriod(s string) (time.Duration, bool) {
+	for _, u := range units {
+		if strings.EqualFold(s, u.name) {
+			return u.period, true
+		}
+	}
+	return 0, false
+}
+
+func unitNames() string {
+	names := make([]string, len(units))
+	for i, u := range units {
+		names[i] = u.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// limit reads one rate_limit. ctx names it in errors.
+func (d *decoder) limit(n *yaml.Node, ctx string) (Rule, error) {
+	fs, err := d.fields(n, ctx)
+	if err != nil {
+		return Rule{}, err
+	}
+	r := Rule{Line: n.Line}
+	given := map[string]*yaml.Node{}
+	var rate, burst int64
+	var period time.Duration
+	for _, f := range fs {
+		given[f.name] = f.key
+		v := f.value
+		switch f.name {
+		case "unit":
+			var s string
+			if s, err = d.str(v, ctx+": unit"); err == nil {
+				var ok bool
+				if period, ok = unitPeriod(s); !ok && s != "" {
+					return r, d.errorf(v, "%s: invalid unit %q (want one of %s)", ctx, s, unitNames())
+				}
+				if s == "" {
+					delete(given, "unit")
+				}
+			}
+		case "requests_per_unit":
+			rate, err = d.integer(v, ctx+": requests_per_unit")
+		case "unlimited":
+			r.Unlimited, err = d.boolean(v, ctx+": unlimited")
+		case "name":
+			r.Name, err = d.str(v, ctx+": name")
+		case "replaces":
+			r.Replaces, err = d.replaces(v, ctx+": replaces")
+		case "algorithm":
+			var s string
+			if s, err = d.str(v, ctx+": algorithm"); err == nil {
+				r.Limit.Algorithm = floodgate.Algorithm(s)
+				if !slices.Contains(floodgate.Algorithms(), r.Limit.Algorithm) {
+					return r, d.errorf(v, "%s: unknown algorithm %q (want one of %s)", ctx, s, joinNames(floodgate.Algorithms()))
+				}
+			}
+		case "burst":
+			burst, err = d.integer(v, ctx+": burst")
+		case "period":
+			var s string
+			if s, err = d.str(v, ctx+": period"); err == nil {
+				if period, err = time.ParseDuration(s); err != nil || period <= 0 {
+					return r, d.errorf(v, "%s: period must be a positive duration such as 1s, 5m or 1500ms, not %q", ctx, s)
+				}
+			}
+		case "failure_mode":
+			var s string
+			if s, err = d.str(v, ctx+": failure_mode"); err == nil {
+				if r.FailureMode, err = failover.ParseMode(s); err != nil {
+					return r, d.errorf(v, "%s: unknown failure_mode %q (want one of %s)", ctx, s, joinNames(failover.Modes()))
+				}
+			}
+		case "strategy":
+			var s string
+			if s, err = d.str(v, ctx+": strategy"); err == nil {
+				r.Strategy = Strategy(s)
+				if !slices.Contains(Strategies(), r.Strategy) {
+					return r, d.errorf(v, "%s: unknown strategy %q (want one of %s)", ctx, s, joinNames(Strategies()))
+				}
+			}
+		default:
+			return r, d.unknown(f, ctx, limitFields)
+		}
+		if err != nil {
+			return r, err
+		}
+	}
+
+	for _, name := range r.Replaces {
+		if r.Name != "" && name == r.Name {
+			return r, d.errorf(given["replaces"], "%s: limit %q replaces itself", ctx, name)
+		}
+	}
+	if r.Unlimited {
+		for _, f := range []string{"unit", "period", "requests_per_unit", "algorithm", "burst", "failure_mode", "strategy"} {
+			if k := given[f]; k != nil {
+				return r, d.errorf(k, "%s: %s must not be set on an unlimited limit", ctx, f)
+			}
+		}
+		r.Limit = floodgate.Limit{}
+		return r, nil
+	}
+	switch {
+	case given["unit"] != nil && given["period"] != nil:
+		return r, d.errorf(given["period"], "%s: give unit or period, not both", ctx)
+	case given["unit"] == nil && given["period"] == nil:
+		return r, d.errorf(n, "%s: a unit (%s) or a period is required, or unlimited: true", ctx, unitNames())
+	case given["requests_per_unit"] == nil:
+		return r, d.errorf(n, "%s: requests_per_unit is required (0 denies every request)", ctx)
+	}
+	if r.Limit.Algorithm == "" {
+		r.Limit.Algorithm = floodgate.FixedWindow
+	}
+	if given["burst"] != nil && !isBucket(r.Limit.Algorithm) {
+		return r, d.errorf(given["burst"], "%s: burst applies to %s and %s only, not to %s",
+			ctx, floodgate.TokenBucket, floodgate.LeakyBucket, r.Limit.Algorithm)
+	}
+	r.Limit.Rate, r.Limit.Period, r.Limit.Burst = rate, period, burst
+	check := r.Limit
+	if rate == 0 {
+		// Denies everything; the rest of the limit must still make sense.
+		if burst != 0 {
+			return r, d.errorf(given["burst"], "%s: burst needs a requests_per_unit above 0", ctx)
+		}
+		check.Rate = 1
+	}
+	if err := check.Validate(); err != nil {
+		at := n
+		if k := given["period"]; k != nil {
+			at = k
+		}
+		msg := strings.TrimPrefix(err.Error(), floodgate.ErrInvalidLimit.Error()+": ")
+		return r, &Error{File: d.file, Line: at.Line, Msg: fmt.Sprintf("%s: invalid limit: %s", ctx, msg), Err: err}
+	}
+	return r, nil
+}
+
+// replaces reads a list of {name: other}.
+func (d *decoder) replaces(n *yaml.Node, ctx string) ([]string, error) {
+	items, err := d.items(n, ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(items))
+	for i, item := range items {
+		what := fmt.Sprintf("%s[%d]", ctx, i)
+		fs, err := d.fields(item, what)
+		if err != nil {
+			return nil, err
+		}
+		name := ""
+		for _, f := range fs {
+			if f.name != "name" {
+				return nil, d.unknown(f, what, []string{"name"})
+			}
+			if name, err = d.str(f.value, what+": name"); err != nil {
+				return nil, err
+			}
+		}
+		if name == "" {
+			return nil, d.errorf(item, "%s: name is required and must not be empty", what)
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+func isBucket(a floodgate.Algorithm) bool {
+	return a == floodgate.TokenBucket || a == floodgate.LeakyBucket
+}
+
+func joinNames[T ~string](xs []T) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// suggest returns the known name closest to s if it is a likely misspelling.
+func suggest(s string, known []string) string {
+	norm := func(x string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(x)) }
+	best, bestDist := "", 3
+	for _, k := range known {
+		if norm(k) == norm(s) {
+			return k
+		}
+		if dist := editDistance(s, k); dist < bestDist {
+			best, bestDist = k, dist
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
