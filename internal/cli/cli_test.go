@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 )
@@ -24,5 +25,30 @@ func TestUnknownCommandFails(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "no-such-command") {
 		t.Fatalf("error %q does not name the unknown command", errOut.String())
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := dir + "/good.yaml"
+	bad := dir + "/bad.yaml"
+	os.WriteFile(good, []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 5}\n"), 0o644)
+	os.WriteFile(bad, []byte("domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 5}\n"), 0o644)
+	tests := []struct {
+		args     []string
+		code     int
+		contains string
+	}{
+		{[]string{"config", "check", good}, 0, `domain "api": 1 limits`},
+		{[]string{"config", "check", bad}, 1, "bad.yaml:4"},
+		{[]string{"config", "check", good, bad}, 1, "fortnight"},
+		{[]string{"config", "check"}, 1, "requires at least 1 arg"},
+	}
+	for _, tt := range tests {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), tt.args, &out, &errOut)
+		if code != tt.code || !strings.Contains(out.String()+errOut.String(), tt.contains) {
+			t.Errorf("%v: exit %d, output %q %q; want exit %d containing %q", tt.args, code, out.String(), errOut.String(), tt.code, tt.contains)
+		}
 	}
 }
