@@ -52,3 +52,19 @@ func TestConfigCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchReportsBadFlagsByName(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), []string{"bench", "--concurrency", "-1"}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "--concurrency") {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestBenchAgainstNothingFails(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), []string{"bench", "--target", "http", "--addr", "127.0.0.1:1", "--requests", "5", "--duration", "2s", "--timeout", "200ms"}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "calls failed") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}
