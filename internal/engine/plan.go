@@ -1,0 +1,212 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/config"
+)
+
+// item is one limit to decide for one descriptor.
+type item struct {
+	desc   int
+	status LimitStatus
+	cost   int64
+	shadow bool // shadow or quota mode: reported, never denies
+	denies bool // requests_per_unit 0: denies without asking a store
+}
+
+// plan is a request turned into items, decided in groups.
+type plan struct {
+	req   Request
+	items []item
+}
+
+func newPlan(req Request, descs []config.Descriptor, set *config.Set, rules [][]config.Rule) *plan {
+	p := &plan{req: req}
+	_, known := set.Policy(req.Domain)
+	for i, d := range req.Descriptors {
+		cost := req.Hits
+		if d.Hits > 0 {
+			cost = d.Hits
+		}
+		if cost == 0 {
+			cost = 1
+		}
+		if d.Override != nil && known { // Envoy applies an override whatever the tree says
+			rule := config.Rule{Domain: req.Domain, Limit: *d.Override, Count: 1}
+			key := req.Domain + "/!override/" + escapeDescriptor(descs[i]) + "/" + d.Override.String()
+			p.items = append(p.items, item{desc: i, status: LimitStatus{Rule: rule, Limit: *d.Override, Key: key}, cost: cost})
+			continue
+		}
+		for _, r := range rules[i] {
+			if r.Unlimited {
+				continue
+			}
+			p.items = append(p.items, item{
+				desc:   i,
+				status: LimitStatus{Rule: r, Limit: r.Limit, Key: r.StateKey(descs[i])},
+				cost:   cost,
+				shadow: r.ShadowMode || r.QuotaMode,
+				denies: r.DeniesAll(),
+			})
+		}
+	}
+	return p
+}
+
+// escapeDescriptor renders entries so that different descriptors never
+// give the same key.
+func escapeDescriptor(d config.Descriptor) string {
+	var b strings.Builder
+	for i, e := range d.Entries {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(e.Key, "%", "%25"), "/", "%2F"))
+		b.WriteByte('=')
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(e.Value, "%", "%25"), "/", "%2F"))
+	}
+	return b.String()
+}
+
+// run decides every item: shadow ones each on its own, the enforcing ones
+// all or nothing per descriptor (or across descriptors with Atomic).
+func (p *plan) run(ctx context.Context, stores Stores) error {
+	var groups [][]*item
+	group := map[int]int{}
+	for i := range p.items {
+		it := &p.items[i]
+		switch {
+		case it.denies:
+			it.status.Decision = floodgate.Decision{RetryAfter: -1, ResetAfter: it.status.Limit.Period}
+		case it.shadow:
+			groups = append(groups, []*item{it})
+		default:
+			slot := it.desc
+			if p.req.Atomic {
+				slot = -1
+			}
+			g, ok := group[slot]
+			if !ok {
+				g = len(groups)
+				group[slot] = g
+				groups = append(groups, nil)
+			}
+			groups[g] = append(groups[g], it)
+		}
+	}
+	blocked := p.req.Atomic && p.deniesAll()
+	for _, g := range groups {
+		if blocked && !g[0].shadow {
+			if err := peekGroup(ctx, stores, g); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := decideGroup(ctx, stores, g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deniesAll reports whether an enforcing limit denies every request.
+func (p *plan) deniesAll() bool {
+	for _, it := range p.items {
+		if it.denies && !it.shadow {
+			return true
+		}
+	}
+	return false
+}
+
+// peekGroup reports items of an atomic request that another limit denies
+// outright: nothing is consumed, and they are not to blame.
+func peekGroup(ctx context.Context, stores Stores, items []*item) error {
+	for _, it := range items {
+		d, err := stores.For(it.status.Rule).AllowN(ctx, it.status.Key, it.status.Limit, 0)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", it.status.Key, err)
+		}
+		d.Allowed = false
+		it.status.Decision = d
+	}
+	return nil
+}
+
+// decideGroup decides items all or nothing when they share a store that
+// batches; items in different stores are decided one store after another.
+func decideGroup(ctx context.Context, stores Stores, items []*item) error {
+	if len(items) == 1 {
+		it := items[0]
+		d, err := stores.For(it.status.Rule).AllowN(ctx, it.status.Key, it.status.Limit, it.cost)
+		if err != nil {
+			return fmt.Errorf("deciding %s: %w", it.status.Key, err)
+		}
+		it.status.Decision = d
+		return nil
+	}
+	byStore := map[floodgate.Limiter][]*item{}
+	var order []floodgate.Limiter
+	for _, it := range items {
+		s := stores.For(it.status.Rule)
+		if _, ok := byStore[s]; !ok {
+			order = append(order, s)
+		}
+		byStore[s] = append(byStore[s], it)
+	}
+	for _, s := range order {
+		if err := decideBatch(ctx, s, byStore[s]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func decideBatch(ctx context.Context, store floodgate.Limiter, items []*item) error {
+	batcher, ok := store.(floodgate.BatchLimiter)
+	if !ok {
+		return fmt.Errorf("store %T cannot decide several limits at once", store)
+	}
+	reqs := make([]floodgate.Request, len(items))
+	for i, it := range items {
+		reqs[i] = floodgate.Request{Key: it.status.Key, Limit: it.status.Limit, Cost: it.cost}
+	}
+	ds, err := batcher.AllowAll(ctx, reqs)
+	if err != nil {
+		return fmt.Errorf("deciding %d limits of %s: %w", len(items), items[0].status.Key, err)
+	}
+	for i, it := range items {
+		it.status.Decision = ds[i]
+	}
+	return nil
+}
+
+// response folds the items into statuses.
+func (p *plan) response() Response {
+	resp := Response{Code: OK, Descriptors: make([]DescriptorStatus, len(p.req.Descriptors))}
+	for i := range resp.Descriptors {
+		resp.Descriptors[i] = DescriptorStatus{Code: OK, Tightest: -1}
+	}
+	for _, it := range p.items {
+		ds := &resp.Descriptors[it.desc]
+		d := it.status.Decision
+		blamed := !d.Allowed && d.RetryAfter != 0 // in a denied batch only the limits that denied
+		switch {
+		case blamed && it.shadow:
+			ds.ShadowDenied = true
+		case blamed:
+			ds.Code, resp.Code = OverLimit, OverLimit
+		case !d.Allowed && p.req.Atomic:
+			resp.Code = OverLimit // another descriptor denied: nothing passed
+		}
+		ds.Limits = append(ds.Limits, it.status)
+		if t := ds.Tightest; t < 0 || d.Remaining < ds.Limits[t].Decision.Remaining {
+			ds.Tightest = len(ds.Limits) - 1
+		}
+	}
+	return resp
+}
