@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/prometheus/client_golang v1.13.0
 	github.com/redis/go-redis/v9 v9.23.0

@@ -201,3 +201,19 @@ func TestClusterBatches(t *testing.T) {
 		})
 	}
 }
+
+func TestReset(t *testing.T) {
+	srv := redistest.StartServer(t)
+	l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "fg:"})
+	limit := floodgate.PerMinute(1)
+	l.AllowN(ctx, "k", limit, 1)
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := l.AllowN(ctx, "k", limit, 1); !d.Allowed {
+		t.Fatal("Reset did not forget the key")
+	}
+	if err := l.Reset(ctx, ""); !errors.Is(err, floodgate.ErrInvalidKey) {
+		t.Fatalf("empty key: %v", err)
+	}
+}
