@@ -37,7 +37,7 @@ func NewRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newConfigCmd(), newBenchCmd())
+	root.AddCommand(newVersionCmd(), newConfigCmd(), newBenchCmd(), newServeCmd())
 	return root
 }
 

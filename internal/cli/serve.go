@@ -1,0 +1,290 @@
+package cli
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/metrics"
+	"github.com/floodgate-io/floodgate/internal/server"
+	"github.com/floodgate-io/floodgate/internal/watch"
+	"github.com/floodgate-io/floodgate/redisstore"
+)
+
+//go:embed default_policy.yaml
+var defaultPolicy []byte
+
+// serveFlags are serve's settings; each flag has an environment variable.
+type serveFlags struct {
+	config       string
+	redis        string
+	httpAddr     string
+	grpcAddr     string
+	adminToken   string
+	failureMode  string
+	storeTimeout time.Duration
+	redisPrefix  string
+	headers      bool
+	atomic       bool
+	logFormat    string
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Answer rate-limit decisions over HTTP and Envoy's rate limit gRPC protocol",
+		Long: "Serves POST /v1/allow, Envoy's POST /json, /healthz, /readyz, /metrics and /admin over HTTP,\n" +
+			"and envoy.service.ratelimit.v3.RateLimitService over gRPC. Without --config it enforces a\n" +
+			"built-in example policy; without --redis it counts in memory.\n\n" +
+			"Every flag can also be set in the environment: FLOODGATE_CONFIG, FLOODGATE_REDIS, FLOODGATE_HTTP,\n" +
+			"FLOODGATE_GRPC, FLOODGATE_ADMIN_TOKEN, FLOODGATE_FAILURE_MODE, FLOODGATE_STORE_TIMEOUT,\n" +
+			"FLOODGATE_REDIS_PREFIX, FLOODGATE_HEADERS, FLOODGATE_ATOMIC, FLOODGATE_LOG_FORMAT (flags win).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			return serve(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "policy file or directory (default: the built-in example policy)")
+	fl.StringVar(&f.redis, "redis", "", "Redis address, or several seeds of a Redis Cluster, comma-separated (default: count in memory)")
+	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address")
+	fl.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC listen address")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token for /admin (empty: the admin API is off)")
+	fl.StringVar(&f.failureMode, "failure-mode", string(failover.FailOpen), "what limits without their own failure_mode do when Redis cannot answer: fail_open, fail_closed or fail_local")
+	fl.DurationVar(&f.storeTimeout, "store-timeout", failover.DefaultTimeout, "the longest a decision waits for Redis")
+	fl.StringVar(&f.redisPrefix, "redis-prefix", "floodgate:", "prefix of every Redis key")
+	fl.BoolVar(&f.headers, "headers", true, "add RateLimit-Policy and RateLimit to Envoy's response_headers_to_add")
+	fl.BoolVar(&f.atomic, "atomic", false, "decide all descriptors of an Envoy request all or nothing (default: each on its own, as Envoy's service does)")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}
+
+// applyEnv sets every flag not given on the command line from its
+// FLOODGATE_ variable, and reports a bad value with the variable's name.
+func applyEnv(cmd *cobra.Command) error {
+	var errs []error
+	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+		name := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		v, ok := os.LookupEnv(name)
+		if !ok || fl.Changed {
+			return
+		}
+		if err := fl.Value.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
+	log, err := newLogger(stderr, f.logFormat)
+	if err != nil {
+		return err
+	}
+	defaultMode, err := failover.ParseMode(f.failureMode)
+	if err != nil {
+		return fmt.Errorf("--failure-mode: %w", err)
+	}
+	policies, err := loadPolicies(f.config)
+	if err != nil {
+		return err
+	}
+	st, err := openStores(f, defaultMode, log)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	eng := engine.New(policies, st)
+	reload := func() error {
+		set, err := loadPolicies(f.config)
+		m.ConfigReload(err == nil)
+		if err != nil {
+			log.Error("config reload failed; keeping the policies in force", "error", err)
+			return err
+		}
+		eng.Reload(set)
+		log.Info("config reloaded", "domains", set.Domains())
+		return nil
+	}
+	srv := server.New(server.Options{
+		Engine:     eng,
+		Limiter:    st.explicit,
+		Metrics:    m,
+		Logger:     log,
+		Ready:      st.ready,
+		AdminToken: f.adminToken,
+		Reload:     reload,
+		Reset:      st.reset,
+		Headers:    f.headers,
+		AtomicRLS:  f.atomic,
+	})
+	httpLn, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
+	}
+	grpcLn, err := net.Listen("tcp", f.grpcAddr)
+	if err != nil {
+		httpLn.Close()
+		return fmt.Errorf("--grpc %s: %w", f.grpcAddr, err)
+	}
+	if err := watchPolicies(ctx, f.config, reload, log); err != nil {
+		httpLn.Close()
+		grpcLn.Close()
+		return err
+	}
+	log.Info("floodgate serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
+		"store", st.name, "policy", policySource(f.config), "domains", policies.Domains())
+	err = srv.Serve(ctx, httpLn, grpcLn)
+	log.Info("floodgate stopped")
+	return err
+}
+
+func policySource(path string) string {
+	if path == "" {
+		return "built-in example"
+	}
+	return path
+}
+
+func loadPolicies(path string) (*config.Set, error) {
+	if path == "" {
+		p, err := config.Parse("built-in example policy", defaultPolicy)
+		if err != nil {
+			return nil, err
+		}
+		return config.NewSet(p)
+	}
+	return config.LoadFiles(path)
+}
+
+// watchPolicies reloads on file changes and on SIGHUP.
+func watchPolicies(ctx context.Context, path string, reload func() error, log *slog.Logger) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the config")
+				reload()
+			}
+		}
+	}()
+	if path == "" {
+		return nil
+	}
+	return watch.Watch(ctx, []string{path}, func() { reload() })
+}
+
+// stores is where the service counts: memory, or Redis behind a failure
+// policy per mode.
+type stores struct {
+	name        string
+	explicit    floodgate.Limiter
+	memory      *floodgate.Memory
+	redis       *redisstore.Limiter
+	byMode      map[failover.Mode]*failover.Limiter
+	defaultMode failover.Mode
+}
+
+func openStores(f serveFlags, defaultMode failover.Mode, log *slog.Logger) (*stores, error) {
+	if f.redis == "" {
+		m := floodgate.NewMemory()
+		return &stores{name: "memory", explicit: m, memory: m}, nil
+	}
+	addrs := strings.Split(f.redis, ",")
+	rs, err := redisstore.New(redisstore.Config{Addrs: addrs, KeyPrefix: f.redisPrefix, Timeout: f.storeTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("--redis %s: %w", f.redis, err)
+	}
+	st := &stores{name: "redis " + f.redis, redis: rs, byMode: map[failover.Mode]*failover.Limiter{}, defaultMode: defaultMode}
+	for _, mode := range failover.Modes() {
+		l, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout, Logger: log})
+		if err != nil {
+			st.close()
+			return nil, err
+		}
+		st.byMode[mode] = l
+	}
+	st.explicit = st.byMode[defaultMode]
+	return st, nil
+}
+
+// For implements engine.Stores.
+func (s *stores) For(rule config.Rule) floodgate.Limiter {
+	if s.memory != nil {
+		return s.memory
+	}
+	mode := rule.FailureMode
+	if mode == "" {
+		mode = s.defaultMode
+	}
+	return s.byMode[mode]
+}
+
+// ready is false while Redis is down for limits that fail closed.
+func (s *stores) ready() error {
+	if s.memory != nil {
+		return nil
+	}
+	if state := s.byMode[failover.FailClosed].State(); state == failover.Open {
+		return errors.New("the store is unreachable and fail_closed limits deny every request")
+	}
+	return nil
+}
+
+func (s *stores) reset(ctx context.Context, key string) error {
+	if s.memory != nil {
+		return s.memory.Reset(ctx, key)
+	}
+	return s.redis.Reset(ctx, key)
+}
+
+func (s *stores) close() {
+	for _, l := range s.byMode {
+		l.Close()
+	}
+	if s.redis != nil {
+		s.redis.Close()
+	}
+	if s.memory != nil {
+		s.memory.Close()
+	}
+}
