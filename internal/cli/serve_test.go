@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/floodgate-io/floodgate/internal/redistest"
+)
+
+// syncBuffer is a log sink the test reads while serve writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listening = regexp.MustCompile(`http=(\S+) grpc=(\S+)`)
+
+// startServe runs `floodgate serve` in process on free ports and returns its
+// HTTP and gRPC addresses; it stops when the test ends and must exit 0.
+func startServe(t *testing.T, args ...string) (httpAddr, grpcAddr string, logs *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs = &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...), logs, logs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("serve exited %d after SIGTERM-like cancel; logs:\n%s", code, logs)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("serve did not stop; logs:\n%s", logs)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := listening.FindStringSubmatch(logs.String()); m != nil {
+			return m[1], m[2], logs
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d; logs:\n%s", code, logs)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("serve did not start; logs:\n%s", logs)
+	return
+}
+
+func allow(t *testing.T, httpAddr, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post("http://"+httpAddr+"/v1/allow", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+func shouldRateLimit(t *testing.T, grpcAddr, domain string, kv ...string) *pb.RateLimitResponse {
+	t.Helper()
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	d := &rlsv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlsv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	resp, err := pb.NewRateLimitServiceClient(conn).ShouldRateLimit(context.Background(),
+		&pb.RateLimitRequest{Domain: domain, Descriptors: []*rlsv3.RateLimitDescriptor{d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// The README's run command, in process: the built-in policy in memory.
+func TestServeWithTheBuiltInPolicy(t *testing.T) {
+	httpAddr, grpcAddr, _ := startServe(t)
+	for i := 0; i < 20; i++ { // per-user: bursts of 20
+		if code, body := allow(t, httpAddr, `{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}`); code != 200 {
+			t.Fatalf("request %d: %d %v", i, code, body)
+		}
+	}
+	if code, _ := allow(t, httpAddr, `{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}`); code != 429 {
+		t.Fatalf("21st request: %d", code)
+	}
+	if r := shouldRateLimit(t, grpcAddr, "example", "remote_address", "10.0.0.1"); r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 99 {
+		t.Fatalf("gRPC: %v", r)
+	}
+}
+
+// With --redis every decision counts in Redis: two servers share one limit.
+func TestServeWithRedisSharesTheLimit(t *testing.T) {
+	srv := redistest.StartServer(t)
+	a, _, _ := startServe(t, "--redis", srv.Addr())
+	b, grpcB, _ := startServe(t, "--redis", srv.Addr())
+	body := `{"key":"shared","limit":{"algorithm":"fixed_window","rate":4,"period":"1h"}}`
+	for i, addr := range []string{a, b, a, b} {
+		if code, out := allow(t, addr, body); code != 200 {
+			t.Fatalf("request %d: %d %v", i, code, out)
+		}
+	}
+	if code, _ := allow(t, a, body); code != 429 {
+		t.Fatalf("5th request across two servers: %d, want 429", code)
+	}
+	if r := shouldRateLimit(t, grpcB, "example", "remote_address", "10.0.0.9"); r.Statuses[0].LimitRemaining != 99 {
+		t.Fatalf("gRPC through Redis: %v", r)
+	}
+	if n := srv.Do(t, "DBSIZE"); n == "0" {
+		t.Fatal("nothing was stored in Redis")
+	}
+}
+
+// Editing the policy file applies without a restart; a broken edit keeps
+// the policy in force.
+func TestServeReloadsItsConfig(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "policy.yaml")
+	write := func(rate string) {
+		if err := os.WriteFile(file, []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: "+rate+"}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("1")
+	httpAddr, _, logs := startServe(t, "--config", file)
+	req := `{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}`
+	allow(t, httpAddr, req)
+	if code, _ := allow(t, httpAddr, req); code != 429 {
+		t.Fatalf("limit 1: second request %d", code)
+	}
+	write("5")
+	waitFor(t, func() bool { code, _ := allow(t, httpAddr, req); return code == 200 }, "the raised limit to apply")
+	write("five")
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "config reload failed") }, "the broken edit to be reported")
+	if code, _ := allow(t, httpAddr, req); code != 200 {
+		t.Fatalf("after a broken edit the old policy (5/h) should still be in force: %d", code)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestServeRejectsBadSettings(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--failure-mode", "fail_sometimes"}, nil, "fail_sometimes"},
+		{[]string{"--config", "/nonexistent/policy.yaml"}, nil, "/nonexistent/policy.yaml"},
+		{[]string{"--http", "256.0.0.1:80"}, nil, "--http"},
+		{nil, map[string]string{"FLOODGATE_STORE_TIMEOUT": "soon"}, "FLOODGATE_STORE_TIMEOUT"},
+		{[]string{"--log-format", "xml"}, nil, "--log-format"},
+	} {
+		for k, v := range tc.env {
+			t.Setenv(k, v)
+		}
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, tc.args...), &out, &errOut)
+		if code == 0 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want an error naming %q", tc.args, tc.env, code, errOut.String(), tc.want)
+		}
+		for k := range tc.env {
+			os.Unsetenv(k)
+		}
+	}
+}
