@@ -71,7 +71,7 @@ func (l *Limiter) orderedBatch(ctx context.Context, reqs []floodgate.Request, cs
 	out := make([]floodgate.Decision, len(reqs))
 	taken := make([]int64, 0, len(reqs)) // the time each admitted request was decided at
 	for i, rq := range reqs {
-		d, at, err := l.call(ctx, l.scripts.single[cs[i].params.Kind], rq.Key, l.args(cs[i], rq.Cost))
+		d, at, err := l.call(ctx, l.scripts.single[cs[i].params.Kind], rq.Key, singleArgs(l.now(), cs[i], rq.Cost, l.slack))
 		if err != nil {
 			return nil, l.refundAll(ctx, reqs[:len(taken)], cs, taken, err)
 		}

@@ -1,8 +1,6 @@
 package redisstore
 
 import (
-	"strconv"
-
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/internal/algo"
 )
@@ -15,7 +13,7 @@ func ScriptSource(a floodgate.Algorithm) string {
 	if !ok {
 		return ""
 	}
-	return luaSource("prelude", algorithmFile(k), "decide", "single")
+	return luaSource(singleParts(k)...)
 }
 
 // ScriptArgs returns the ARGV that script takes for one request of cost
@@ -25,6 +23,5 @@ func ScriptArgs(limit floodgate.Limit, cost int64) []string {
 	if err != nil {
 		return nil
 	}
-	c := compile(p)
-	return append([]string{"-1", strconv.FormatInt(cost, 10), "0"}, c.args[:]...)
+	return singleArgs("-1", compile(p), cost, "0")
 }

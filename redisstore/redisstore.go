@@ -144,7 +144,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, limit floodgate.Limit,
 	if err != nil {
 		return floodgate.Decision{}, err
 	}
-	d, _, err := l.call(ctx, l.scripts.single[c.params.Kind], key, l.args(c, cost))
+	d, _, err := l.call(ctx, l.scripts.single[c.params.Kind], key, singleArgs(l.now(), c, cost, l.slack))
 	return d, err
 }
 
@@ -185,6 +185,8 @@ func (l *Limiter) now() string {
 	return strconv.FormatInt(l.cfg.Clock.Now().UnixMicro(), 10)
 }
 
+// args is the ARGV of the peek and refund scripts: now, cost, TTL slack and
+// the whole compiled limit.
 func (l *Limiter) args(c *compiled, cost int64) []string {
 	args := make([]string, 0, 3+len(c.args)+1)
 	args = append(args, l.now(), strconv.FormatInt(cost, 10), l.slack)

@@ -1,42 +1,17 @@
--- Floodgate's algorithms in Redis. Every line mirrors internal/algo in Go:
--- the same integers, the same order of operations, so that a decision made
--- here equals, field by field, the one the in-memory store makes. Numbers
--- here are doubles, exact up to 2^53; internal/algo keeps every quantity
--- below 2^51.
+-- Floodgate's algorithms in Redis, as structured helpers for the batch,
+-- peek and refund scripts (each algorithm's single-request script is written
+-- out flat: allow_*.lua). Every line mirrors internal/algo in Go: the same
+-- integers, the same order of operations, so that a decision made here
+-- equals, field by field, the one the in-memory store makes. Numbers here
+-- are doubles, exact up to 2^53; internal/algo keeps every quantity below
+-- 2^51. The prelude starts with mul_div.lua: EXACT, floor and mul_div.
 
 local TOKEN_BUCKET, LEAKY_BUCKET, FIXED_WINDOW, SLIDING_LOG, SLIDING_WINDOW = 1, 2, 3, 4, 5
-local EXACT = 9007199254740992 -- 2^53
-
-local floor = math.floor
 
 local function ceil_div(a, b)
   local q = floor(a / b)
   if q * b < a then q = q + 1 end
   return q
-end
-
--- mul_div returns q and r with a*b = q*c + r, 0 <= r < c, for 0 <= a < 2^51,
--- 0 <= b < 2^53, c > 0. When the product is exact the division is too;
--- otherwise it runs a shift-and-subtract over the 51 bits of a, whose
--- partial sums all stay below 2^53.
-local function mul_div(a, b, c)
-  local p = a * b
-  if p < EXACT then
-    local q = floor(p / c)
-    return q, p - q * c
-  end
-  local bq = floor(b / c)
-  local br = b - bq * c
-  local q, r = 0, 0
-  for i = 50, 0, -1 do
-    q, r = q * 2, r * 2
-    if r >= c then q, r = q + 1, r - c end
-    if floor(a / 2 ^ i) % 2 == 1 then
-      q, r = q + bq, r + br
-      if r >= c then q, r = q + 1, r - c end
-    end
-  end
-  return q, r
 end
 
 local function mul_div_floor(a, b, c)
