@@ -166,6 +166,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		grpcLn.Close()
 		return err
 	}
+	go st.report(ctx, m, time.Second)
 	log.Info("floodgate serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
 		"store", st.name, "policy", policySource(f.config), "domains", policies.Domains())
 	err = srv.Serve(ctx, httpLn, grpcLn)
@@ -268,6 +269,46 @@ func (s *stores) ready() error {
 		return errors.New("the store is unreachable and fail_closed limits deny every request")
 	}
 	return nil
+}
+
+// report feeds the breakers' state and the store errors to the metrics
+// every interval until ctx is done: the worst state of the per-mode
+// breakers, and the store errors counted since the last report.
+func (s *stores) report(ctx context.Context, m *metrics.Metrics, interval time.Duration) {
+	if s.memory != nil {
+		return
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var reported uint64
+	for {
+		worst, errs := failover.Closed, uint64(0)
+		for _, l := range s.byMode {
+			if st := l.State(); severity(st) > severity(worst) {
+				worst = st
+			}
+			errs += l.Stats().StoreErrors
+		}
+		m.SetBreakerState(worst.String())
+		for ; reported < errs; reported++ {
+			m.StoreError("unavailable")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func severity(s failover.BreakerState) int {
+	switch s {
+	case failover.Open:
+		return 2
+	case failover.HalfOpen:
+		return 1
+	}
+	return 0
 }
 
 func (s *stores) reset(ctx context.Context, key string) error {

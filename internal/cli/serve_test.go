@@ -210,3 +210,46 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		}
 	}
 }
+
+// With Redis gone, decisions follow the failure mode within the store
+// timeout, the breaker's state reaches /metrics, and fail_closed limits make
+// the service not ready.
+func TestServeWhenRedisDies(t *testing.T) {
+	srv := redistest.StartServer(t)
+	httpAddr, _, _ := startServe(t, "--redis", srv.Addr(), "--failure-mode", "fail_closed")
+	body := `{"key":"k","limit":{"algorithm":"fixed_window","rate":100,"period":"1h"}}`
+	if code, _ := allow(t, httpAddr, body); code != 200 {
+		t.Fatalf("with Redis up: %d", code)
+	}
+	srv.Kill()
+	for range 10 {
+		start := time.Now()
+		code, _ := allow(t, httpAddr, body)
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("a decision took %v with Redis down", took)
+		}
+		if code != 429 {
+			t.Fatalf("fail_closed with Redis down: %d, want 429", code)
+		}
+	}
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	}, "/readyz to report the outage")
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + httpAddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return strings.Contains(b.String(), `floodgate_breaker_state{state="open"} 1`)
+	}, "the open breaker in /metrics")
+	srv.Restart(t)
+	waitFor(t, func() bool { code, _ := allow(t, httpAddr, body); return code == 200 }, "recovery after Redis is back")
+}
