@@ -62,7 +62,8 @@ func Combine(ds []Decision) Decision {
 // AllowAll implements BatchLimiter atomically: it holds the locks of every
 // shard involved (in shard order, so batches never deadlock), takes the
 // requests in order and undoes what it took when one denies. No other
-// decision can see the intermediate state.
+// decision can see the intermediate state: while the batch runs, decisions
+// in its shards wait for their lock.
 func (m *Memory) AllowAll(_ context.Context, reqs []Request) ([]Decision, error) {
 	compiled := make([]*compiledLimit, len(reqs))
 	for i, rq := range reqs {
@@ -87,37 +88,32 @@ func (m *Memory) AllowAll(_ context.Context, reqs []Request) ([]Decision, error)
 	locked := m.lockAll(index)
 	defer m.unlockAll(locked)
 
-	entries := make([]*entry, len(reqs))
-	undo := make([]undoRecord, 0, len(reqs))
 	out := make([]Decision, len(reqs))
-	denied := false
+	undo := make([]undoRecord, 0, len(reqs))
+	failed := -1
 	for i, rq := range reqs {
-		e := shards[i].lookup(hashes[i], rq.Key, compiled[i], now)
-		entries[i] = e
-		saved := undoRecord{e: e, state: e.state, fullAt: e.fullAt, cost: rq.Cost}
+		sh := shards[i]
+		j, added := sh.lookup(hashes[i], rq.Key, compiled[i], now)
+		s := sh.t.at(j)
 		var r algo.Result
-		e.apply(now, rq.Cost, true, &r)
+		s.mu.Lock()
+		undo = append(undo, undoRecord{sh: sh, hash: hashes[i], key: rq.Key, state: s.state, cost: rq.Cost, added: added})
+		s.apply(sh.t.logOf(j), now, rq.Cost, true, &r)
+		s.mu.Unlock()
 		fill(&out[i], &r)
 		if !r.Allowed {
-			denied = true
+			undo[i].cost, failed = 0, i // nothing to take back
 			break
 		}
-		undo = append(undo, saved)
+		sh.minFull = min(sh.minFull, now+r.ResetAfter)
 	}
-	if !denied {
-		for i, e := range entries {
-			shards[i].minFull = min(shards[i].minFull, e.fullAt)
-		}
+	if failed < 0 {
 		return out, nil
 	}
-	failed := len(undo)
 	sequential := out[failed]
 	rollback(undo)
 	for i, rq := range reqs {
-		if entries[i] == nil {
-			entries[i] = shards[i].lookup(hashes[i], rq.Key, compiled[i], now)
-		}
-		deniedInBatch(entries[i], now, rq.Cost, &out[i])
+		shards[i].deniedInBatch(hashes[i], rq.Key, compiled[i], now, rq.Cost, &out[i])
 	}
 	if out[failed].RetryAfter == 0 { // the same key twice: it denies only after the others
 		out[failed].RetryAfter = sequential.RetryAfter
@@ -128,50 +124,84 @@ func (m *Memory) AllowAll(_ context.Context, reqs []Request) ([]Decision, error)
 // deniedInBatch describes one limit of a denied batch: nothing was consumed,
 // Remaining and ResetAfter are the key's as it stands, and RetryAfter is the
 // limit's own wait for this cost (0 when it alone would admit it now).
-func deniedInBatch(e *entry, now, cost int64, d *Decision) {
+func (sh *shard) deniedInBatch(h uint64, key string, cl *compiledLimit, now, cost int64, d *Decision) {
+	i := sh.t.find(h, key)
+	if i < 0 {
+		fresh, log := entry{}, (*algo.Log)(nil)
+		fresh.configure(cl, &log)
+		fresh.describeDenied(&log, now, cost, d)
+		return
+	}
+	s, log := sh.t.at(i), sh.t.logOf(i)
+	s.mu.Lock()
+	s.configure(cl, log)
+	s.describeDenied(log, now, cost, d)
+	s.mu.Unlock()
+	sh.t.touch(i)
+}
+
+func (e *entry) describeDenied(log **algo.Log, now, cost int64, d *Decision) {
 	var r algo.Result
-	e.apply(now, 0, false, &r)
+	e.apply(log, now, 0, false, &r)
 	fill(d, &r)
 	d.Allowed, d.Delay = false, 0
-	if e.apply(now, cost, false, &r); !r.Allowed {
+	if e.apply(log, now, cost, false, &r); !r.Allowed {
 		d.RetryAfter = micros(r.RetryAfter)
 	}
 }
 
 // lockAll locks each distinct shard once, in index order, and returns the
-// indexes it locked.
+// indexes it locked. The shards are marked as batching so that decisions
+// which find their key without the lock take it: a decision that had
+// already found its slot finishes before the batch can hold that slot.
 func (m *Memory) lockAll(index []int) []int {
 	locked := slices.Clone(index)
 	slices.Sort(locked)
 	locked = slices.Compact(locked)
 	for _, i := range locked {
 		m.shards[i].mu.Lock()
+		m.shards[i].batching.Store(true)
 	}
 	return locked
 }
 
 func (m *Memory) unlockAll(locked []int) {
 	for _, i := range locked {
+		m.shards[i].batching.Store(false)
 		m.shards[i].mu.Unlock()
 	}
 }
 
-// undoRecord restores one entry to its state before an admission.
+// undoRecord restores one key to its state before an admission. It names
+// the key rather than its slot: a later key of the batch may have moved it.
 type undoRecord struct {
-	e      *entry
-	state  algo.State
-	fullAt int64
-	cost   int64
+	sh    *shard
+	hash  uint64
+	key   string
+	state algo.State
+	cost  int64 // taken back from a sliding log
+	added bool  // the batch added the key: rollback removes it
 }
 
 // rollback undoes admissions newest first, so that a key taken twice in one
-// batch unwinds in order.
+// batch unwinds in order. A key the batch added is removed, as a key whose
+// state stays full is not stored; a key evicted meanwhile is already fresh.
 func rollback(undo []undoRecord) {
-	for i := len(undo) - 1; i >= 0; i-- {
-		u := undo[i]
-		u.e.state, u.e.fullAt = u.state, u.fullAt
-		if u.e.log != nil {
-			u.e.log.Retract(u.cost)
+	for _, u := range slices.Backward(undo) {
+		i := u.sh.t.find(u.hash, u.key)
+		if i < 0 {
+			continue
 		}
+		s := u.sh.t.at(i)
+		s.mu.Lock()
+		if u.added {
+			u.sh.t.remove(i)
+			continue
+		}
+		s.state = u.state
+		if log := *u.sh.t.logOf(i); log != nil {
+			log.Retract(u.cost)
+		}
+		s.mu.Unlock()
 	}
 }
