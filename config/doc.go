@@ -18,7 +18,7 @@
 //	      requests_per_unit: 10
 //
 //	  - key: remote_address
-//	    value: 10.0.0.1             # a more specific match for one value
+//	    value: 127.0.0.1             # a more specific match for one value
 //	    rate_limit:
 //	      unlimited: true           # never limited
 //

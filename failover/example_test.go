@@ -13,7 +13,7 @@ import (
 type downStore struct{}
 
 func (downStore) AllowN(context.Context, string, floodgate.Limit, int64) (floodgate.Decision, error) {
-	return floodgate.Decision{}, fmt.Errorf("dial tcp 10.0.0.7:6379: connection refused: %w", floodgate.ErrStoreUnavailable)
+	return floodgate.Decision{}, fmt.Errorf("dial tcp 127.0.0.7:6379: connection refused: %w", floodgate.ErrStoreUnavailable)
 }
 
 // Four nodes share a limit of 100 requests per second. While the store is

@@ -15,9 +15,14 @@ import (
 )
 
 // The redis-server helper keeps one goroutine locked to the thread that
-// starts servers (see internal/redistest); everything else must be gone.
+// starts servers (see internal/testkit), and toxiproxy's pipe goroutines
+// can outlive a stopped proxy by a moment (they are the fault injector's,
+// in the fault tests only); everything else must be gone.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/floodgate-io/floodgate/internal/redistest.spawner"))
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/floodgate-io/floodgate/internal/testkit.spawner"),
+		goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"))
 }
 
 var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)

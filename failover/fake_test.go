@@ -76,7 +76,7 @@ func (f *fakeStore) answer(ctx context.Context) error {
 	}
 	switch behaviour(f.mode.Load()) {
 	case failUnavailable:
-		return fmt.Errorf("redis: dial tcp 10.0.0.1:6379: %w", floodgate.ErrStoreUnavailable)
+		return fmt.Errorf("redis: dial tcp 127.0.0.1:6379: %w", floodgate.ErrStoreUnavailable)
 	case failNet:
 		return &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	case hangCtx:

@@ -3,6 +3,7 @@ package failover_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -10,7 +11,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/failover"
-	"github.com/floodgate-io/floodgate/internal/redistest"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
 
@@ -29,21 +30,21 @@ const (
 
 type fault struct {
 	name   string
-	inject func(t *testing.T, srv *redistest.Server, proxy *redistest.Proxy)
-	heal   func(t *testing.T, srv *redistest.Server, proxy *redistest.Proxy)
+	inject func(t *testing.T, srv *testkit.Server, proxy *testkit.Proxy)
+	heal   func(t *testing.T, srv *testkit.Server, proxy *testkit.Proxy)
 	// lost reports whether the store forgets its counts (a restart).
 	lost bool
 }
 
 var faults = []fault{
-	{"kill", func(t *testing.T, s *redistest.Server, _ *redistest.Proxy) { s.Kill() },
-		func(t *testing.T, s *redistest.Server, _ *redistest.Proxy) { s.Restart(t) }, true},
-	{"latency", func(t *testing.T, _ *redistest.Server, p *redistest.Proxy) { p.AddLatency(t, 300) },
-		func(t *testing.T, _ *redistest.Server, p *redistest.Proxy) { p.Heal() }, false},
-	{"black hole", func(t *testing.T, _ *redistest.Server, p *redistest.Proxy) { p.AddTimeout(t) },
-		func(t *testing.T, _ *redistest.Server, p *redistest.Proxy) { p.Heal() }, false},
-	{"connection reset", func(t *testing.T, _ *redistest.Server, p *redistest.Proxy) { p.AddResetPeer(t) },
-		func(t *testing.T, _ *redistest.Server, p *redistest.Proxy) { p.Heal() }, false},
+	{"kill", func(t *testing.T, s *testkit.Server, _ *testkit.Proxy) { s.Kill() },
+		func(t *testing.T, s *testkit.Server, _ *testkit.Proxy) { s.Restart(t) }, true},
+	{"latency", func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.AddLatency(t, 300) },
+		func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.Heal() }, false},
+	{"black hole", func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.AddTimeout(t) },
+		func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.Heal() }, false},
+	{"connection reset", func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.AddResetPeer(t) },
+		func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.Heal() }, false},
 }
 
 func TestRedisFaultsUnderLoad(t *testing.T) {
@@ -66,13 +67,13 @@ type outcome struct {
 }
 
 func runFault(t *testing.T, mode failover.Mode, f fault) {
-	srv := redistest.StartServer(t)
-	proxy := redistest.StartProxy(t, srv.Addr())
+	srv := testkit.StartServer(t)
+	proxy := testkit.StartProxy(t, srv.Addr())
 	store, err := redisstore.New(redisstore.Config{Addrs: []string{proxy.Addr()}, Timeout: storeTimeout, DialTimeout: storeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := failover.New(store, failover.Config{Mode: mode, Timeout: storeTimeout, Nodes: 2})
+	lim, err := failover.New(store, failover.Config{Mode: mode, Timeout: storeTimeout, Nodes: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func checkOutcomes(t *testing.T, mode failover.Mode, outcomes []outcome, faultAt
 
 // checkCounts: the store counted every request it admitted; requests whose
 // reply was lost (latency, reset) may have been counted too, never more.
-func checkCounts(t *testing.T, srv *redistest.Server, key string, limit floodgate.Limit, outcomes []outcome) {
+func checkCounts(t *testing.T, srv *testkit.Server, key string, limit floodgate.Limit, outcomes []outcome) {
 	t.Helper()
 	store, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}})
 	if err != nil {

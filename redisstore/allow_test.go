@@ -11,7 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/floodgate-io/floodgate/internal/algo"
-	"github.com/floodgate-io/floodgate/internal/redistest"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 func newTestClient(t *testing.T, addr string) rueidis.Client {
@@ -37,7 +37,7 @@ func want(r *algo.Result, now int64) []int64 {
 // random limits and sequences, with the time given explicitly: so that,
 // unlike in the conformance suite, the clock may also go backwards.
 func TestSingleScriptsMatchAlgo(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	client := newTestClient(t, srv.Addr())
 	ctx := context.Background()
 	for k := algo.TokenBucket; k <= algo.SlidingWindow; k++ {
@@ -114,7 +114,7 @@ func genParams(t *rapid.T, k algo.Kind) (algo.Params, bool) {
 // as a new key and then holds this algorithm's state: the sliding log's hash
 // and the other algorithms' strings may take each other's keys.
 func TestSingleScriptsStartFreshOverOtherState(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	client := newTestClient(t, srv.Addr())
 	ctx := context.Background()
 	others := map[string][]string{

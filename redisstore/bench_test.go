@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/internal/redistest"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
 
@@ -31,7 +31,7 @@ import (
 //
 //	go test -run '^$' -bench Redis -benchtime 3s ./redisstore
 func BenchmarkRedis(b *testing.B) {
-	srv := redistest.StartServer(b)
+	srv := testkit.StartServer(b)
 	keys := make([]string, 10_000)
 	for i := range keys {
 		keys[i] = "user:" + strconv.Itoa(i)
@@ -105,7 +105,7 @@ var rpsLine = regexp.MustCompile(`([0-9.]+) requests per second`)
 
 // redisBenchmarkCeiling loads the token bucket script and lets
 // redis-benchmark hammer it with EVALSHA, 16 commands per pipeline.
-func redisBenchmarkCeiling(b *testing.B, srv *redistest.Server, limit floodgate.Limit) {
+func redisBenchmarkCeiling(b *testing.B, srv *testkit.Server, limit floodgate.Limit) {
 	bin, err := exec.LookPath("redis-benchmark")
 	if err != nil {
 		b.Skip("redis-benchmark not found (apt-get install redis-tools)")

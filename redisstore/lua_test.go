@@ -9,14 +9,14 @@ import (
 	"github.com/redis/rueidis"
 	"pgregory.net/rapid"
 
-	"github.com/floodgate-io/floodgate/internal/redistest"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 // The wide multiply-divide is where doubles would silently round: check the
 // Lua helper against 128-bit integer arithmetic, products far above 2^53
 // included.
 func TestLuaMulDivIsExact(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/conformance"
-	"github.com/floodgate-io/floodgate/internal/redistest"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
 
@@ -27,7 +27,7 @@ func newLimiter(t *testing.T, cfg redisstore.Config) *redisstore.Limiter {
 }
 
 func TestConformanceStandalone(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	conformance.Run(t, func(t *testing.T, clock floodgate.Clock) floodgate.Limiter {
 		return newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "fg:", Clock: clock, Timeout: 5 * time.Second})
 	})
@@ -37,14 +37,14 @@ func TestConformanceCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-master cluster")
 	}
-	c := redistest.StartCluster(t, 3)
+	c := testkit.StartCluster(t, 3)
 	conformance.Run(t, func(t *testing.T, clock floodgate.Clock) floodgate.Limiter {
 		return newLimiter(t, redisstore.Config{Addrs: c.Addrs(), Clock: clock, Timeout: 5 * time.Second})
 	})
 }
 
 func TestServerTimeAndTTL(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "fg:"})
 	limit := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 5, Period: time.Hour}
 	d, err := l.AllowN(ctx, "user:1", limit, 2)
@@ -68,7 +68,7 @@ func TestServerTimeAndTTL(t *testing.T) {
 }
 
 func TestEveryAlgorithmExpiresItsKeys(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}})
 	for _, a := range floodgate.Algorithms() {
 		limit := floodgate.Limit{Algorithm: a, Rate: 10, Period: 50 * time.Millisecond}
@@ -86,7 +86,7 @@ func TestEveryAlgorithmExpiresItsKeys(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}})
 	ok := floodgate.PerSecond(1)
 	for _, tc := range []struct {
@@ -121,7 +121,7 @@ func TestBadInput(t *testing.T) {
 
 // A server that lost its scripts (restart, SCRIPT FLUSH) gets them again.
 func TestScriptsReloadAfterFlush(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}})
 	limit := floodgate.PerMinute(3)
 	l.AllowN(ctx, "k", limit, 1)
@@ -132,7 +132,7 @@ func TestScriptsReloadAfterFlush(t *testing.T) {
 }
 
 func TestUnreachableStoreIsUnavailable(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}, Timeout: 100 * time.Millisecond})
 	srv.Kill()
 	start := time.Now()
@@ -156,7 +156,7 @@ func TestUnreachableStoreIsUnavailable(t *testing.T) {
 }
 
 func TestCallerCancellationIsNotUnavailability(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}})
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -172,7 +172,7 @@ func TestClusterBatches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-master cluster")
 	}
-	c := redistest.StartCluster(t, 3)
+	c := testkit.StartCluster(t, 3)
 	clock := floodgate.NewManualClock(time.Now())
 	l := newLimiter(t, redisstore.Config{Addrs: c.Addrs(), Clock: clock, Timeout: 5 * time.Second})
 	for _, tc := range []struct{ name, a, b string }{
@@ -203,7 +203,7 @@ func TestClusterBatches(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "fg:"})
 	limit := floodgate.PerMinute(1)
 	l.AllowN(ctx, "k", limit, 1)

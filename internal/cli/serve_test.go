@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,35 +17,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/floodgate-io/floodgate/internal/redistest"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
-
-// syncBuffer is a log sink the test reads while serve writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var listening = regexp.MustCompile(`http=(\S+) grpc=(\S+)`)
 
 // startServe runs `floodgate serve` in process on free ports and returns its
 // HTTP and gRPC addresses; it stops when the test ends and must exit 0.
-func startServe(t *testing.T, args ...string) (httpAddr, grpcAddr string, logs *syncBuffer) {
+func startServe(t *testing.T, args ...string) (httpAddr, grpcAddr string, logs *testkit.SyncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs = &syncBuffer{}
+	logs = &testkit.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...), logs, logs)
@@ -121,14 +102,14 @@ func TestServeWithTheBuiltInPolicy(t *testing.T) {
 	if code, _ := allow(t, httpAddr, `{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}`); code != 429 {
 		t.Fatalf("21st request: %d", code)
 	}
-	if r := shouldRateLimit(t, grpcAddr, "example", "remote_address", "10.0.0.1"); r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 99 {
+	if r := shouldRateLimit(t, grpcAddr, "example", "remote_address", "127.0.0.1"); r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 99 {
 		t.Fatalf("gRPC: %v", r)
 	}
 }
 
 // With --redis every decision counts in Redis: two servers share one limit.
 func TestServeWithRedisSharesTheLimit(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	a, _, _ := startServe(t, "--redis", srv.Addr())
 	b, grpcB, _ := startServe(t, "--redis", srv.Addr())
 	body := `{"key":"shared","limit":{"algorithm":"fixed_window","rate":4,"period":"1h"}}`
@@ -140,7 +121,7 @@ func TestServeWithRedisSharesTheLimit(t *testing.T) {
 	if code, _ := allow(t, a, body); code != 429 {
 		t.Fatalf("5th request across two servers: %d, want 429", code)
 	}
-	if r := shouldRateLimit(t, grpcB, "example", "remote_address", "10.0.0.9"); r.Statuses[0].LimitRemaining != 99 {
+	if r := shouldRateLimit(t, grpcB, "example", "remote_address", "127.0.0.9"); r.Statuses[0].LimitRemaining != 99 {
 		t.Fatalf("gRPC through Redis: %v", r)
 	}
 	if n := srv.Do(t, "DBSIZE"); n == "0" {
@@ -215,7 +196,7 @@ func TestServeRejectsBadSettings(t *testing.T) {
 // timeout, the breaker's state reaches /metrics, and fail_closed limits make
 // the service not ready.
 func TestServeWhenRedisDies(t *testing.T) {
-	srv := redistest.StartServer(t)
+	srv := testkit.StartServer(t)
 	httpAddr, _, _ := startServe(t, "--redis", srv.Addr(), "--failure-mode", "fail_closed")
 	body := `{"key":"k","limit":{"algorithm":"fixed_window","rate":100,"period":"1h"}}`
 	if code, _ := allow(t, httpAddr, body); code != 200 {

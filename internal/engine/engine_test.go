@@ -9,6 +9,7 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 const policy = `
@@ -35,14 +36,7 @@ var ctx = context.Background()
 
 func newEngine(t *testing.T, yaml string) (*engine.Engine, *floodgate.ManualClock) {
 	t.Helper()
-	p, err := config.Parse("policy.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := config.NewSet(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := testkit.Policies(t, yaml)
 	clock := floodgate.NewManualClock(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
 	return engine.New(set, engine.OneStore{Limiter: floodgate.NewMemory(floodgate.WithClock(clock))}), clock
 }

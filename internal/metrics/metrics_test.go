@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/metrics"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 const policy = `
@@ -33,15 +34,7 @@ descriptors:
 
 func policies(t *testing.T) *config.Set {
 	t.Helper()
-	p, err := config.Parse("policy.yaml", []byte(policy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := config.NewSet(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
+	return testkit.Policies(t, policy)
 }
 
 func desc(k, v string) config.Descriptor {

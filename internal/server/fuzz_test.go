@@ -9,13 +9,14 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/server"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 func fuzzServer(f *testing.F) *server.Server {
 	clock := floodgate.NewManualClock(start)
 	mem := floodgate.NewMemory(floodgate.WithClock(clock))
 	return server.New(server.Options{
-		Engine:  engine.New(parsePolicy(f, policy), engine.OneStore{Limiter: mem}),
+		Engine:  engine.New(testkit.Policies(f, policy), engine.OneStore{Limiter: mem}),
 		Limiter: mem,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Headers: true,

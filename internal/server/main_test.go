@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,10 +22,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/metrics"
 	"github.com/floodgate-io/floodgate/internal/server"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -60,37 +59,6 @@ descriptors:
 
 var start = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 
-func parsePolicy(t testing.TB, yaml string) *config.Set {
-	t.Helper()
-	p, err := config.Parse("policy.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := config.NewSet(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return set
-}
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // harness is a server on real loopback listeners, with clients.
 type harness struct {
 	t       *testing.T
@@ -104,7 +72,7 @@ type harness struct {
 	conn    *grpc.ClientConn
 	rls     rlsv3.RateLimitServiceClient
 	health  healthpb.HealthClient
-	logs    *syncBuffer
+	logs    *testkit.SyncBuffer
 	cancel  context.CancelFunc
 	served  chan error
 	reloads atomic.Int32
@@ -120,13 +88,13 @@ type setup struct {
 
 func newHarness(t *testing.T, s setup) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: floodgate.NewManualClock(start), logs: &syncBuffer{}, reg: prometheus.NewRegistry()}
+	h := &harness{t: t, clock: floodgate.NewManualClock(start), logs: &testkit.SyncBuffer{}, reg: prometheus.NewRegistry()}
 	h.mem = floodgate.NewMemory(floodgate.WithClock(h.clock))
 	store := s.store
 	if store == nil {
 		store = h.mem
 	}
-	h.engine = engine.New(parsePolicy(t, policy), engine.OneStore{Limiter: store})
+	h.engine = engine.New(testkit.Policies(t, policy), engine.OneStore{Limiter: store})
 	opts := server.Options{
 		Engine:     h.engine,
 		Limiter:    h.mem,

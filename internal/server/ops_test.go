@@ -163,13 +163,13 @@ func TestPanicIsA500(t *testing.T) {
 type unavailable struct{}
 
 func (unavailable) AllowN(context.Context, string, floodgate.Limit, int64) (floodgate.Decision, error) {
-	return floodgate.Decision{}, fmt.Errorf("redis 10.0.0.1:6379: %w", floodgate.ErrStoreUnavailable)
+	return floodgate.Decision{}, fmt.Errorf("redis 127.0.0.1:6379: %w", floodgate.ErrStoreUnavailable)
 }
 
 func TestStoreUnavailable(t *testing.T) {
 	h := newHarness(t, setup{store: unavailable{}})
 	_, err := h.rls.ShouldRateLimit(context.Background(), rreq(rdesc("user", "ann")))
-	if st := status.Convert(err); st.Code() != codes.Unavailable || strings.Contains(st.Message(), "10.0.0.1") {
+	if st := status.Convert(err); st.Code() != codes.Unavailable || strings.Contains(st.Message(), "127.0.0.1") {
 		t.Fatalf("gRPC: %v", err)
 	}
 	if r := h.post("/v1/allow", lookup(0, "user", "ann")); r.status != 503 {
@@ -184,7 +184,7 @@ func TestStoreUnavailable(t *testing.T) {
 	if got := strings.Join(h.scrape("floodgate_decisions_total"), "\n"); got != `floodgate_decisions_total{domain="api",limit="_none",result="error"} 3` {
 		t.Fatalf("decisions: %s", got)
 	}
-	if !strings.Contains(h.logs.String(), "10.0.0.1") {
+	if !strings.Contains(h.logs.String(), "127.0.0.1") {
 		t.Fatal("the cause is not logged")
 	}
 }

@@ -1,4 +1,4 @@
-package redistest
+package testkit
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func StartProxy(tb testing.TB, upstream string) *Proxy {
 	p := toxiproxy.NewProxy(server, "proxy-"+strings.ReplaceAll(upstream, ":", "-"), "127.0.0.1:0", upstream)
 	p.Logger = &logger
 	if err := p.Start(); err != nil {
-		tb.Fatalf("redistest: starting a proxy to %s: %v", upstream, err)
+		tb.Fatalf("testkit: starting a proxy to %s: %v", upstream, err)
 	}
 	tb.Cleanup(p.Stop)
 	return &Proxy{proxy: p}
@@ -60,7 +60,7 @@ func (p *Proxy) Cut() { p.proxy.Stop() }
 func (p *Proxy) Restore(tb testing.TB) {
 	tb.Helper()
 	if err := p.proxy.Start(); err != nil {
-		tb.Fatalf("redistest: restoring the proxy on %s: %v", p.Addr(), err)
+		tb.Fatalf("testkit: restoring the proxy on %s: %v", p.Addr(), err)
 	}
 }
 
@@ -69,6 +69,6 @@ func (p *Proxy) add(tb testing.TB, kind, stream, attributes string) {
 	name := fmt.Sprintf("%s-%d", kind, p.toxics.Add(1))
 	body := fmt.Sprintf(`{"name": %q, "type": %q, "stream": %q, "toxicity": 1, "attributes": %s}`, name, kind, stream, attributes)
 	if _, err := p.proxy.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
-		tb.Fatalf("redistest: adding %s: %v", kind, err)
+		tb.Fatalf("testkit: adding %s: %v", kind, err)
 	}
 }

@@ -1,4 +1,4 @@
-package redistest
+package testkit
 
 import (
 	"errors"
@@ -41,7 +41,7 @@ type Server struct {
 	bin     string
 	dir     string
 	cluster bool
-	cfg     config
+	cfg     serverConfig
 	port    int // fixed once StartServer returns
 
 	mu       sync.Mutex
@@ -80,7 +80,7 @@ func startServer(tb testing.TB, cluster bool, opts []Option) *Server {
 	RequireBinaries(tb, serverBinary)
 	bin, err := exec.LookPath(serverBinary)
 	if err != nil {
-		tb.Fatalf("redistest: %v", err)
+		tb.Fatalf("testkit: %v", err)
 	}
 	// TempDir before Cleanup: cleanups run last-in first-out, so the server
 	// is dead before the testing package removes its directory.
@@ -90,7 +90,7 @@ func startServer(tb testing.TB, cluster bool, opts []Option) *Server {
 	}
 	tb.Cleanup(func() { s.cleanup(tb) })
 	if err := s.startOnFreePort(); err != nil {
-		tb.Fatalf("redistest: starting redis-server: %v", err)
+		tb.Fatalf("testkit: starting redis-server: %v", err)
 	}
 	return s
 }
@@ -119,7 +119,7 @@ func (s *Server) startOnFreePort() error {
 func (s *Server) cleanup(tb testing.TB) {
 	if tb.Failed() && !s.logReported() {
 		if log := s.Log(); log != "" {
-			tb.Logf("redistest: log of redis-server %s:\n%s", s.Addr(), tail(log, logTailBytes))
+			tb.Logf("testkit: log of redis-server %s:\n%s", s.Addr(), tail(log, logTailBytes))
 		}
 	}
 	// No persistence means nothing to flush, so skip the graceful path.
@@ -177,7 +177,7 @@ func (s *Server) Stop() {
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
 	if s.Running() {
-		tb.Fatalf("redistest: Restart of %s while it is running; call Kill or Stop first", s.Addr())
+		tb.Fatalf("testkit: Restart of %s while it is running; call Kill or Stop first", s.Addr())
 	}
 	deadline := time.Now().Add(startTimeout)
 	for {
@@ -187,7 +187,7 @@ func (s *Server) Restart(tb testing.TB) {
 		}
 		// The port cannot change, so wait for whoever holds it to let go.
 		if !errors.Is(err, errAddrInUse) || time.Now().After(deadline) {
-			tb.Fatalf("redistest: restarting redis-server: %v", err)
+			tb.Fatalf("testkit: restarting redis-server: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -201,7 +201,7 @@ func (s *Server) Do(tb testing.TB, args ...string) string {
 	tb.Helper()
 	r, err := s.Command(args...)
 	if err != nil {
-		tb.Fatalf("redistest: %s on %s: %v", strings.Join(args, " "), s.Addr(), err)
+		tb.Fatalf("testkit: %s on %s: %v", strings.Join(args, " "), s.Addr(), err)
 	}
 	return r.String()
 }
@@ -210,7 +210,7 @@ func (s *Server) Do(tb testing.TB, args ...string) string {
 // returned both as the Reply and as a RedisError.
 func (s *Server) Command(args ...string) (Reply, error) {
 	if len(args) == 0 {
-		return Reply{}, errors.New("redistest: empty command")
+		return Reply{}, errors.New("testkit: empty command")
 	}
 	if s.cfg.password != "" {
 		return roundTrip(s.Addr(), []string{"AUTH", s.cfg.password}, args)

@@ -1,7 +1,12 @@
-// Package redistest starts real redis-server processes, and real Redis
-// Clusters built from them, for tests that must exercise Floodgate against
-// an actual Redis rather than a fake: Lua scripts, TTL semantics, MOVED
-// redirections and servers dying mid-load only behave faithfully there.
+// Package testkit holds the helpers that tests across Floodgate share.
+//
+// Above all it starts real redis-server processes, and real Redis Clusters
+// built from them, for tests that must exercise Floodgate against an actual
+// Redis rather than a fake: Lua scripts, TTL semantics, MOVED redirections
+// and servers dying mid-load only behave faithfully there. StartProxy puts a
+// fault-injecting proxy in front of one. Policies builds a policy set from
+// inline YAML; SyncBuffer collects logs that a test reads while a server
+// writes them.
 //
 // Every server listens on a free port on 127.0.0.1, keeps nothing on disk
 // (no RDB snapshots, no AOF) and lives in the test's temporary directory.
@@ -11,7 +16,7 @@
 // that skip into a failure.
 //
 // Servers and clusters are safe to start from parallel tests.
-package redistest
+package testkit
 
 import (
 	"fmt"
@@ -52,9 +57,9 @@ func RequireBinaries(tb testing.TB, names ...string) {
 }
 
 // Option customises a server started by StartServer or StartCluster.
-type Option func(*config)
+type Option func(*serverConfig)
 
-type config struct {
+type serverConfig struct {
 	args     []string
 	password string
 }
@@ -63,7 +68,7 @@ type config struct {
 // WithArgs("--maxmemory", "10mb"). A "--requirepass" given here is also
 // remembered so that Do and Command authenticate.
 func WithArgs(extra ...string) Option {
-	return func(c *config) {
+	return func(c *serverConfig) {
 		c.args = append(c.args, extra...)
 		if pw, ok := requirepass(extra); ok {
 			c.password = pw

@@ -1,4 +1,4 @@
-package redistest
+package testkit
 
 import (
 	"context"
@@ -45,7 +45,7 @@ type Cluster struct {
 func StartCluster(tb testing.TB, masters int, opts ...Option) *Cluster {
 	tb.Helper()
 	if masters < 1 {
-		tb.Fatalf("redistest: a cluster needs at least one master, got %d", masters)
+		tb.Fatalf("testkit: a cluster needs at least one master, got %d", masters)
 	}
 	if masters >= cliMinMasters {
 		RequireBinaries(tb, serverBinary, cliBinary)
@@ -83,7 +83,7 @@ func (c *Cluster) createWithCLI(tb testing.TB) {
 	tb.Helper()
 	cli, err := exec.LookPath(cliBinary)
 	if err != nil {
-		tb.Fatalf("redistest: %v", err)
+		tb.Fatalf("testkit: %v", err)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
@@ -98,7 +98,7 @@ func (c *Cluster) createWithCLI(tb testing.TB) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 	if err != nil {
-		tb.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, ansiColor.ReplaceAll(out, nil))
+		tb.Fatalf("testkit: redis-cli %s: %v\n%s", strings.Join(args, " "), err, ansiColor.ReplaceAll(out, nil))
 	}
 }
 
@@ -136,7 +136,7 @@ func (c *Cluster) WaitHealthy(tb testing.TB) {
 			return
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("redistest: cluster not healthy after %v:\n%s", healthyTimeout, strings.Join(problems, "\n"))
+			tb.Fatalf("testkit: cluster not healthy after %v:\n%s", healthyTimeout, strings.Join(problems, "\n"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -189,24 +189,24 @@ func (c *Cluster) NodeForKey(tb testing.TB, key string) *Server {
 		}
 		slot, err := asked.Command("CLUSTER", "KEYSLOT", key)
 		if err != nil {
-			tb.Fatalf("redistest: CLUSTER KEYSLOT on %s: %v", asked.Addr(), err)
+			tb.Fatalf("testkit: CLUSTER KEYSLOT on %s: %v", asked.Addr(), err)
 		}
 		slots, err := asked.Command("CLUSTER", "SLOTS")
 		if err != nil {
-			tb.Fatalf("redistest: CLUSTER SLOTS on %s: %v", asked.Addr(), err)
+			tb.Fatalf("testkit: CLUSTER SLOTS on %s: %v", asked.Addr(), err)
 		}
 		port, ok := slotOwnerPort(slots, slot.Int)
 		if !ok {
-			tb.Fatalf("redistest: no node owns slot %d of key %q", slot.Int, key)
+			tb.Fatalf("testkit: no node owns slot %d of key %q", slot.Int, key)
 		}
 		for _, n := range c.nodes {
 			if n.Port() == port {
 				return n
 			}
 		}
-		tb.Fatalf("redistest: slot %d of key %q is owned by unknown port %d", slot.Int, key, port)
+		tb.Fatalf("testkit: slot %d of key %q is owned by unknown port %d", slot.Int, key, port)
 	}
-	tb.Fatalf("redistest: no running node to ask for key %q", key)
+	tb.Fatalf("testkit: no running node to ask for key %q", key)
 	return nil
 }
 
