@@ -64,7 +64,7 @@
 //	        unit: hour
 //	        requests_per_unit: 10000
 //	        failure_mode: fail_open   # or fail_closed, fail_local (see package failover)
-//	        strategy: exact           # or local (see [Strategies])
+//	        strategy: exact           # the only one until the cluster strategies land (see [Strategies])
 //
 // Without algorithm a limit is a fixed window aligned to the Unix epoch,
 // which is how Envoy's service counts.

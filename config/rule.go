@@ -39,13 +39,12 @@ const (
 	// StrategyExact decides every request against the shared store: one
 	// exact count for the whole fleet.
 	StrategyExact Strategy = "exact"
-	// StrategyLocal decides on each node from its own state, without a
-	// round trip to the shared store.
-	StrategyLocal Strategy = "local"
 )
 
-// Strategies lists the strategies a rate_limit may name.
-func Strategies() []Strategy { return []Strategy{StrategyExact, StrategyLocal} }
+// Strategies lists the strategies a rate_limit may name. It grows with the
+// cluster strategies (local, leased, synced, sampled, gossip); until one is
+// implemented it is refused rather than silently counted as exact.
+func Strategies() []Strategy { return []Strategy{StrategyExact} }
 
 // Rule is one limit that applies to a descriptor. Rules come from a [Set],
 // which shares them between callers: treat them, their slices and their
