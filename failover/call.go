@@ -104,6 +104,13 @@ func (p *StorePanic) String() string {
 func callWithTimeout[T any](l *Limiter, ctx context.Context, call func(context.Context) (T, error)) (T, error) {
 	tctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
+	if l.direct { // the store returns by the deadline itself: no goroutine needed
+		v, err := call(tctx)
+		if err != nil && tctx.Err() != nil && ctx.Err() == nil {
+			return v, tctx.Err()
+		}
+		return v, err
+	}
 	done := make(chan outcome[T], 1)
 	go run(l, tctx, call, done)
 	select {

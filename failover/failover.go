@@ -152,6 +152,15 @@ type Limiter struct {
 	local   *floodgate.Memory // nil under FailClosed
 	breaker breaker
 	stats   counters
+	direct  bool // the store honours its context's deadline (DeadlineAware)
+}
+
+// DeadlineAware is implemented by stores that return by their context's
+// deadline (the Redis store does). Their calls run on the caller's
+// goroutine; other stores run on one of their own, so that a store that
+// ignores its context still cannot hold the caller past Timeout.
+type DeadlineAware interface {
+	HonorsDeadline() bool
 }
 
 // New wraps store with the failure policy of cfg. The caller keeps
@@ -165,6 +174,9 @@ func New(store floodgate.Limiter, cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{store: store, cfg: cfg}
+	if da, ok := store.(DeadlineAware); ok {
+		l.direct = da.HonorsDeadline()
+	}
 	l.batch, _ = store.(floodgate.BatchLimiter)
 	if cfg.Mode != FailClosed {
 		l.local = newLocal(cfg)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -21,8 +22,12 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("github.com/floodgate-io/floodgate/internal/testkit.spawner"),
-		goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"))
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).read"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).RemoveToxic.func1"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).server"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).freeBlocker"))
 }
 
 var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -719,5 +724,31 @@ func TestClose(t *testing.T) {
 			l.Close()
 			goleak.VerifyNone(t)
 		})
+	}
+}
+
+// A store that honours deadlines is called on the caller's goroutine, and
+// the timeout still holds.
+func TestDeadlineAwareStoreRunsInline(t *testing.T) {
+	const timeout = 20 * time.Millisecond
+	f := newFake(hangCtx)
+	defer close(f.release)
+	l, _ := newLimiter(t, deadlineAware{f}, Config{Mode: FailClosed, Timeout: timeout, FailureThreshold: 100})
+	before := runtime.NumGoroutine()
+	start := time.Now()
+	r, err := l.Decide(context.Background(), "k", floodgate.PerSecond(100), 1)
+	if took := time.Since(start); took > timeout+80*time.Millisecond {
+		t.Errorf("decision took %s with a %s timeout", took, timeout)
+	}
+	if err != nil || !r.Degraded || r.Allowed || !errors.Is(r.Cause, context.DeadlineExceeded) {
+		t.Fatalf("Decide = %+v, %v; want denied by fail_closed after the timeout", r, err)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Errorf("%d goroutines after the call, %d before: the call should run inline", after, before)
+	}
+	ok := newFake(succeed)
+	l2, _ := newLimiter(t, deadlineAware{ok}, Config{Mode: FailClosed})
+	if r, err := l2.Decide(context.Background(), "k", floodgate.PerSecond(100), 1); err != nil || r.Degraded || !r.Allowed {
+		t.Fatalf("healthy inline store: %+v, %v", r, err)
 	}
 }

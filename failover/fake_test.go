@@ -101,3 +101,8 @@ type singleStore struct{ f *fakeStore }
 func (s singleStore) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
 	return s.f.AllowN(ctx, key, limit, cost)
 }
+
+// deadlineAware is a fake that says it honours deadlines, and does.
+type deadlineAware struct{ *fakeStore }
+
+func (deadlineAware) HonorsDeadline() bool { return true }

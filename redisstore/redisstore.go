@@ -135,6 +135,11 @@ func multiplex(connections int) int {
 	return n
 }
 
+// HonorsDeadline reports that every call returns by its context's deadline
+// (rueidis abandons the wait, never the pipeline), so a failure policy may
+// call the Limiter on the caller's goroutine (see failover.DeadlineAware).
+func (l *Limiter) HonorsDeadline() bool { return true }
+
 // Close closes the connections.
 func (l *Limiter) Close() { l.client.Close() }
 
