@@ -333,29 +333,9 @@ func ceilMS(d time.Duration) time.Duration {
 func fields(rules []*Rule, ds []floodgate.Decision) metadata.MD {
 	qs := make([]headers.Quota, len(ds))
 	for i, d := range ds {
-		qs[i] = quota(rules[i].Name, rules[i].Limit, d)
+		qs[i] = headers.QuotaOf(rules[i].Name, rules[i].Limit, d)
 	}
 	return metadata.Pairs(PolicyKey, headers.PolicyValue(qs), LimitKey, headers.LimitValue(qs))
-}
-
-// quota describes a limit as the RateLimit fields do, as the HTTP service
-// does: q is its capacity (Decision.Limit) and w the time it takes to earn
-// that capacity back at the limit's rate, which is the period for window
-// algorithms and for buckets whose burst is their rate.
-func quota(name string, l floodgate.Limit, d floodgate.Decision) headers.Quota {
-	capacity := d.Limit
-	if capacity <= 0 && l.Rate > 0 {
-		capacity = l.Rate
-		if (l.Algorithm == floodgate.TokenBucket || l.Algorithm == floodgate.LeakyBucket) && l.Burst > 0 {
-			capacity = l.Burst
-		}
-	}
-	window := l.Period
-	if l.Rate > 0 && capacity > 0 && capacity != l.Rate {
-		w := math.Ceil(float64(l.Period) * float64(capacity) / float64(l.Rate))
-		window = time.Duration(min(w, float64(math.MaxInt64)))
-	}
-	return headers.Quota{Name: name, Quota: capacity, Window: window, Remaining: d.Remaining, Reset: d.ResetAfter}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -262,7 +261,7 @@ func (s *Server) allowExplicitHTTP(w http.ResponseWriter, r *http.Request, req a
 		out.RetryAfterMS = retryMS(d)
 		setRetryAfter(w.Header(), d.RetryAfter)
 	}
-	headers.Set(w.Header(), []headers.Quota{quota(req.key, req.limit, d)})
+	headers.Set(w.Header(), []headers.Quota{headers.QuotaOf(req.key, req.limit, d)})
 	writeJSON(w, statusOf(d.Allowed), out)
 }
 
@@ -316,25 +315,5 @@ func limitName(r config.Rule) string {
 }
 
 func quotaOf(ls engine.LimitStatus) headers.Quota {
-	return quota(limitName(ls.Rule), ls.Limit, ls.Decision)
-}
-
-// quota describes a limit as the RateLimit fields do: q is its capacity
-// (Decision.Limit) and w the time it takes to earn that capacity back at
-// the limit's rate, which is the period for window algorithms and for
-// buckets whose burst is their rate.
-func quota(name string, l floodgate.Limit, d floodgate.Decision) headers.Quota {
-	capacity := d.Limit
-	if capacity <= 0 && l.Rate > 0 {
-		capacity = l.Rate
-		if (l.Algorithm == floodgate.TokenBucket || l.Algorithm == floodgate.LeakyBucket) && l.Burst > 0 {
-			capacity = l.Burst
-		}
-	}
-	window := l.Period
-	if l.Rate > 0 && capacity > 0 && capacity != l.Rate {
-		w := math.Ceil(float64(l.Period) * float64(capacity) / float64(l.Rate))
-		window = time.Duration(min(w, float64(math.MaxInt64)))
-	}
-	return headers.Quota{Name: name, Quota: capacity, Window: window, Remaining: d.Remaining, Reset: d.ResetAfter}
+	return headers.QuotaOf(limitName(ls.Rule), ls.Limit, ls.Decision)
 }
