@@ -1,0 +1,443 @@
+// Package httplimit is net/http middleware that puts rate limits in front
+// of a handler, over any floodgate.Limiter (in memory, Redis, failover).
+//
+// Each Rule names a limit, how a request maps to a key (client address, API
+// key, tenant header, path, or several at once) and what a request costs.
+// The rules of one request are decided together: when the limiter is a
+// floodgate.BatchLimiter, all or nothing (a rule that denies consumes
+// nothing of the others). Otherwise they are decided one by one with
+// AllowN, which is not atomic: when a later rule denies, the units the
+// earlier rules took stay taken, since no store can give units back.
+//
+// A denied request gets 429 Too Many Requests with
+//
+//	Retry-After: 17
+//	RateLimit-Policy: "per-ip";q=100;w=60, "per-key";q=1000;w=3600
+//	RateLimit: "per-ip";r=0;t=17, "per-key";r=412;t=2950
+//	Content-Type: application/problem+json
+//
+//	{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+//	 "title":"Request cannot be satisfied as assigned quota has been exceeded",
+//	 "status":429,"violated-policies":["per-ip"]}
+//
+// in the syntax of draft-ietf-httpapi-ratelimit-headers-10. An admitted
+// request gets the same two RateLimit fields before the handler runs, so
+// that well-behaved clients can slow down before they are refused.
+//
+// In RateLimit, r is the units that could still pass now and t the seconds
+// until the policy's quota is whole again, except for a policy that denied
+// the request: there t is the wait after which this request would pass, so
+// that a client that honours t is never early and Retry-After (the longest
+// such wait) is never earlier than any t of a violated policy.
+//
+// In RateLimit-Policy a window limit (fixed_window, sliding_log,
+// sliding_window) is q=Rate;w=Period; a bucket (token_bucket, leaky_bucket)
+// is q=Burst;w=the time the bucket takes to refill from empty, the largest
+// amount a client can send at once and how long it takes to earn it back.
+package httplimit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/headers"
+)
+
+// ErrInvalidOptions is wrapped by every error New returns for bad options.
+var ErrInvalidOptions = errors.New("httplimit: invalid options")
+
+// Rule is one limit applied to the requests that pass the middleware.
+type Rule struct {
+	// Name identifies the policy in the RateLimit fields and in the keys
+	// (each key is Name+":"+value). Default: derived from the limit, as
+	// "100-per-1m0s". Names must be unique and must not contain ':', so
+	// that the keys of different rules never meet in a shared store.
+	Name string
+	// Limit is the rate limit; it must be valid (floodgate.Limit.Validate).
+	Limit floodgate.Limit
+	// Key maps a request to the value it is counted under. Required.
+	Key KeyFunc
+	// Cost is how many units a request takes; nil means 1. An error or a
+	// negative cost answers 400 with the error's text.
+	Cost CostFunc
+}
+
+// CostFunc says how many units a request costs (tokens, bytes, rows).
+type CostFunc func(r *http.Request) (int64, error)
+
+// CostFromHeader reads the cost from a request header holding a
+// non-negative decimal integer. A missing or malformed header is an error
+// that names the header, so the client is told what to fix (400). Trust
+// the header only when a component you control sets it.
+func CostFromHeader(name string) CostFunc {
+	name = http.CanonicalHeaderKey(name)
+	return func(r *http.Request) (int64, error) {
+		vs := r.Header.Values(name)
+		if len(vs) == 0 {
+			return 0, fmt.Errorf("missing header %s", name)
+		}
+		if len(vs) > 1 {
+			return 0, fmt.Errorf("header %s given %d times, want once", name, len(vs))
+		}
+		v := strings.TrimSpace(vs[0])
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || v[0] == '+' {
+			return 0, fmt.Errorf("header %s must be a non-negative integer, got %q", name, clip(vs[0]))
+		}
+		return n, nil
+	}
+}
+
+// clip shortens a client's value before it is echoed in an error.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// Missing says what to do with a request that has no value for a rule's key.
+type Missing int
+
+const (
+	// Deny answers 400 Bad Request naming the rule: the request lacks what
+	// the service requires (an API key, a tenant header).
+	Deny Missing = iota
+	// Pass skips the rule for that request.
+	Pass
+	// Shared counts all such requests of a rule in one bucket of their own.
+	Shared
+)
+
+// DefaultMaxDelay is the default of Options.MaxDelay.
+const DefaultMaxDelay = 10 * time.Second
+
+// Options configures the middleware.
+type Options struct {
+	// Rules are the limits; at least one.
+	Rules []Rule
+	// Missing is what to do when a rule's KeyFunc has no value.
+	Missing Missing
+	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (seconds) for the rule with the least remaining,
+	// for clients that predate the RateLimit fields.
+	LegacyHeaders bool
+	// NoShaping passes admitted requests on at once, ignoring the Delay a
+	// leaky_bucket limit asks for. By default the middleware holds a
+	// request for its Delay, so that requests reach the handler spaced as
+	// the limit says. A client that goes away while held (its request's
+	// context is done) is dropped: the handler is not called and nothing is
+	// written. Its place in the queue stays consumed, since no store can
+	// give units back.
+	NoShaping bool
+	// MaxDelay is the longest a request is held; a request that would wait
+	// longer is refused with 429 and a Retry-After of its delay, and its
+	// place stays consumed. 0 means DefaultMaxDelay. Give leaky buckets a
+	// Burst small enough that Delay stays below it.
+	MaxDelay time.Duration
+	// OnError answers a request the limiter could not decide (the store is
+	// down, a context was cancelled). nil answers 503 with a problem+json
+	// body that does not reveal the error. Wrap the limiter in
+	// failover.New to decide by policy instead.
+	OnError func(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// rule is a validated Rule with its policy item precomputed.
+type rule struct {
+	Rule
+	quota  int64
+	window time.Duration
+}
+
+// New returns middleware that limits requests with l under opts, or an
+// error wrapping ErrInvalidOptions (and floodgate.ErrInvalidLimit for a bad
+// limit) that names the faulty rule.
+func New(l floodgate.Limiter, opts Options) (func(http.Handler) http.Handler, error) {
+	if l == nil {
+		return nil, fmt.Errorf("%w: nil limiter", ErrInvalidOptions)
+	}
+	if len(opts.Rules) == 0 {
+		return nil, fmt.Errorf("%w: no rules", ErrInvalidOptions)
+	}
+	if opts.Missing < Deny || opts.Missing > Shared {
+		return nil, fmt.Errorf("%w: unknown Missing %d", ErrInvalidOptions, opts.Missing)
+	}
+	if opts.MaxDelay < 0 {
+		return nil, fmt.Errorf("%w: negative MaxDelay %s", ErrInvalidOptions, opts.MaxDelay)
+	}
+	if opts.MaxDelay == 0 {
+		opts.MaxDelay = DefaultMaxDelay
+	}
+	if opts.OnError == nil {
+		opts.OnError = defaultOnError
+	}
+	rules := make([]rule, len(opts.Rules))
+	seen := map[string]int{}
+	for i, r := range opts.Rules {
+		if r.Name == "" {
+			r.Name = fmt.Sprintf("%d-per-%s", r.Limit.Rate, r.Limit.Period)
+		}
+		if err := r.Limit.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: rule %d (%q): %w", ErrInvalidOptions, i, r.Name, err)
+		}
+		if r.Key == nil {
+			return nil, fmt.Errorf("%w: rule %d (%q): nil Key", ErrInvalidOptions, i, r.Name)
+		}
+		if strings.Contains(r.Name, ":") {
+			return nil, fmt.Errorf("%w: rule %d: name %q contains ':'", ErrInvalidOptions, i, r.Name)
+		}
+		if j, dup := seen[r.Name]; dup {
+			return nil, fmt.Errorf("%w: rules %d and %d are both named %q; give them distinct Names",
+				ErrInvalidOptions, j, i, r.Name)
+		}
+		seen[r.Name] = i
+		rules[i] = rule{Rule: r}
+		rules[i].quota, rules[i].window = policy(r.Limit)
+	}
+	m := &middleware{l: l, rules: rules, opts: opts}
+	m.batch, _ = l.(floodgate.BatchLimiter)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+	}, nil
+}
+
+// policy is the q and w a limit advertises (see the package doc).
+func policy(l floodgate.Limit) (int64, time.Duration) {
+	if l.Algorithm != floodgate.TokenBucket && l.Algorithm != floodgate.LeakyBucket {
+		return l.Rate, l.Period
+	}
+	burst := l.Burst
+	if burst == 0 {
+		burst = l.Rate
+	}
+	w := float64(l.Period) * float64(burst) / float64(l.Rate)
+	if w >= float64(1<<62) { // beyond any sf-integer of seconds anyway
+		return burst, 1 << 62
+	}
+	return burst, time.Duration(w)
+}
+
+type middleware struct {
+	l     floodgate.Limiter
+	batch floodgate.BatchLimiter
+	rules []rule
+	opts  Options
+}
+
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	applied := make([]*rule, 0, len(m.rules))
+	reqs := make([]floodgate.Request, 0, len(m.rules))
+	for i := range m.rules {
+		ru := &m.rules[i]
+		v, ok := ru.Key(r)
+		key := ru.Name + ":" + v
+		if !ok {
+			switch m.opts.Missing {
+			case Pass:
+				continue
+			case Shared:
+				key = ru.Name // no ':', so no value's key can be this one
+			default:
+				writeProblem(w, http.StatusBadRequest, "missing key for rate limit policy "+strconv.Quote(ru.Name))
+				return
+			}
+		}
+		cost := int64(1)
+		if ru.Cost != nil {
+			c, err := ru.Cost(r)
+			if err == nil && c < 0 {
+				err = fmt.Errorf("negative cost %d", c)
+			}
+			if err != nil {
+				writeProblem(w, http.StatusBadRequest, "rate limit policy "+strconv.Quote(ru.Name)+": "+err.Error())
+				return
+			}
+			cost = c
+		}
+		applied = append(applied, ru)
+		reqs = append(reqs, floodgate.Request{Key: key, Limit: ru.Limit, Cost: cost})
+	}
+	if len(reqs) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+	ds, err := m.decide(r.Context(), reqs)
+	if err != nil {
+		m.opts.OnError(w, r, err)
+		return
+	}
+	c := floodgate.Combine(ds)
+	if !c.Allowed {
+		m.deny(w, applied, ds, c, violated(ds))
+		return
+	}
+	if c.Delay > 0 && !m.opts.NoShaping {
+		if c.Delay > m.opts.MaxDelay {
+			// Report the hold as the wait: after it this request's place
+			// has left the queue, so a retry then is not held as long.
+			late := make([]bool, len(ds))
+			for i := range ds {
+				if ds[i].Delay > m.opts.MaxDelay {
+					late[i], ds[i].Allowed, ds[i].RetryAfter = true, false, ds[i].Delay
+				}
+			}
+			m.deny(w, applied, ds, c, late)
+			return
+		}
+		t := time.NewTimer(c.Delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return // the client left: nobody to answer, nothing to serve
+		}
+	}
+	m.setHeaders(w.Header(), applied, ds, nil, c)
+	next.ServeHTTP(w, r)
+}
+
+// decide runs the requests all or nothing when the limiter can, else one
+// by one (see the package doc). A denied sequence reads the rules it did
+// not reach with cost 0, so that the headers still report them.
+func (m *middleware) decide(ctx context.Context, reqs []floodgate.Request) ([]floodgate.Decision, error) {
+	if m.batch != nil {
+		ds, err := m.batch.AllowAll(ctx, reqs)
+		if !errors.Is(err, errors.ErrUnsupported) { // failover over a store without batches
+			if err == nil && len(ds) != len(reqs) {
+				err = fmt.Errorf("httplimit: limiter gave %d decisions for %d requests", len(ds), len(reqs))
+			}
+			return ds, err
+		}
+	}
+	ds := make([]floodgate.Decision, len(reqs))
+	denied := false
+	for i, rq := range reqs {
+		if denied {
+			rq.Cost = 0
+		}
+		d, err := m.l.AllowN(ctx, rq.Key, rq.Limit, rq.Cost)
+		if err != nil {
+			return nil, err
+		}
+		if denied {
+			d.Allowed, d.RetryAfter, d.Delay = false, 0, 0
+		} else if !d.Allowed {
+			denied = true
+		}
+		ds[i] = d
+	}
+	return ds, nil
+}
+
+// violated marks the decisions that caused a denial: those with a wait
+// (BatchLimiter gives the others a RetryAfter of 0). A store that marks
+// none has every denied decision count.
+func violated(ds []floodgate.Decision) []bool {
+	out := make([]bool, len(ds))
+	marked := false
+	for i, d := range ds {
+		if !d.Allowed && d.RetryAfter != 0 {
+			out[i], marked = true, true
+		}
+	}
+	if !marked {
+		for i, d := range ds {
+			out[i] = !d.Allowed
+		}
+	}
+	return out
+}
+
+func (m *middleware) deny(w http.ResponseWriter, applied []*rule, ds []floodgate.Decision, c floodgate.Decision, bad []bool) {
+	h := w.Header()
+	m.setHeaders(h, applied, ds, bad, c)
+	// The longest wait of the violated policies; never if one can never
+	// pass. At least a second: a denied client told 0 would come right back.
+	wait, never := time.Duration(0), false
+	names := make([]string, 0, len(ds))
+	for i, d := range ds {
+		if !bad[i] {
+			continue
+		}
+		names = append(names, applied[i].Name)
+		if d.RetryAfter < 0 {
+			never = true
+		}
+		wait = max(wait, d.RetryAfter)
+	}
+	if !never {
+		h.Set(headers.RetryAfterField, headers.RetryAfter(max(wait, time.Second)))
+	}
+	writeJSON(w, http.StatusTooManyRequests, problem{
+		Type:     quotaExceeded,
+		Title:    quotaExceededTitle,
+		Status:   http.StatusTooManyRequests,
+		Violated: names,
+	})
+}
+
+// setHeaders writes the RateLimit fields (and the legacy ones if asked).
+// bad marks the violated policies, whose t is their wait (see the package
+// doc); nil for an admitted request.
+func (m *middleware) setHeaders(h http.Header, applied []*rule, ds []floodgate.Decision, bad []bool, c floodgate.Decision) {
+	qs := make([]headers.Quota, len(ds))
+	for i, d := range ds {
+		reset := d.ResetAfter
+		if bad != nil && bad[i] && d.RetryAfter > 0 {
+			reset = d.RetryAfter
+		}
+		qs[i] = headers.Quota{
+			Name: applied[i].Name, Quota: applied[i].quota, Window: applied[i].window,
+			Remaining: d.Remaining, Reset: reset,
+		}
+	}
+	headers.Set(h, qs)
+	if m.opts.LegacyHeaders {
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(max(c.Limit, 0), 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(c.Remaining, 0), 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(headers.Seconds(c.ResetAfter), 10))
+	}
+}
+
+// The problem type of draft-ietf-httpapi-ratelimit-headers-10 for a
+// request refused by a quota policy.
+const (
+	quotaExceeded      = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	quotaExceededTitle = "Request cannot be satisfied as assigned quota has been exceeded"
+)
+
+// problem is an RFC 9457 problem details object.
+type problem struct {
+	Type     string   `json:"type"`
+	Title    string   `json:"title"`
+	Status   int      `json:"status"`
+	Detail   string   `json:"detail,omitempty"`
+	Violated []string `json:"violated-policies,omitempty"`
+}
+
+// writeProblem answers a generic problem (type about:blank, the status's
+// text as title).
+func writeProblem(w http.ResponseWriter, status int, detail string) {
+	writeJSON(w, status, problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+}
+
+func writeJSON(w http.ResponseWriter, status int, p problem) {
+	body, _ := json.Marshal(p) // cannot fail: strings and an int
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+func defaultOnError(w http.ResponseWriter, _ *http.Request, _ error) {
+	writeProblem(w, http.StatusServiceUnavailable, "the rate limiter could not decide; retry later")
+}
