@@ -37,7 +37,7 @@ func NewRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newConfigCmd(), newBenchCmd(), newServeCmd())
+	root.AddCommand(newVersionCmd(), newConfigCmd(), newBenchCmd(), newServeCmd(), newProxyCmd())
 	return root
 }
 

@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/httplimit"
+	"github.com/floodgate-io/floodgate/redisstore"
+)
+
+type proxyFlags struct {
+	upstream     string
+	httpAddr     string
+	limit        string
+	algorithm    string
+	burst        int64
+	by           string
+	trusted      []string
+	redis        string
+	failureMode  string
+	storeTimeout time.Duration
+	logFormat    string
+}
+
+func newProxyCmd() *cobra.Command {
+	var f proxyFlags
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "A rate-limiting reverse proxy in front of a backend",
+		Long: "Forwards requests to --upstream, limiting them per client address, header or path.\n" +
+			"Denied requests get 429 with Retry-After, the RateLimit fields and a problem+json body.",
+		Example: "  floodgate proxy --upstream http://127.0.0.1:3000 --limit 100/m --by header:X-API-Key\n" +
+			"  floodgate proxy --upstream http://127.0.0.1:3000 --limit 10/s --burst 20 --by ip --trusted-proxies 127.0.0.1/32",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			return runProxy(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.upstream, "upstream", "", "the backend's base URL (required), e.g. http://127.0.0.1:3000")
+	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "listen address")
+	fl.StringVar(&f.limit, "limit", "", "the limit (required): N/s, N/m, N/h, N/d or N/<duration> such as 500/5m")
+	fl.StringVar(&f.algorithm, "algorithm", string(floodgate.TokenBucket), "token_bucket, leaky_bucket (shapes: holds requests), fixed_window, sliding_log or sliding_window")
+	fl.Int64Var(&f.burst, "burst", 0, "bucket capacity (default: the rate)")
+	fl.StringVar(&f.by, "by", "ip", "what a client is: ip, header:NAME, path, host or method; several joined with + (ip+path)")
+	fl.StringSliceVar(&f.trusted, "trusted-proxies", nil, "CIDRs whose X-Forwarded-For / Forwarded headers are believed")
+	fl.StringVar(&f.redis, "redis", "", "count in Redis (address, or cluster seeds comma-separated) to share the limit between proxies")
+	fl.StringVar(&f.failureMode, "failure-mode", string(failover.FailOpen), "with --redis: fail_open, fail_closed or fail_local when Redis cannot answer")
+	fl.DurationVar(&f.storeTimeout, "store-timeout", failover.DefaultTimeout, "with --redis: the longest a decision waits")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}
+
+// parseRate reads "100/m", "10/s", "500/5m".
+func parseRate(s string) (int64, time.Duration, error) {
+	n, per, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("--limit %q: want N/unit, such as 100/m", s)
+	}
+	rate, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || rate <= 0 {
+		return 0, 0, fmt.Errorf("--limit %q: %q is not a positive whole number", s, n)
+	}
+	units := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
+	if d, ok := units[per]; ok {
+		return rate, d, nil
+	}
+	d, err := time.ParseDuration(per)
+	if err != nil || d <= 0 {
+		return 0, 0, fmt.Errorf("--limit %q: %q is neither s, m, h, d nor a positive duration", s, per)
+	}
+	return rate, d, nil
+}
+
+// parseBy turns --by into a key function.
+func parseBy(by string, trusted []string) (httplimit.KeyFunc, error) {
+	var prefixes []netip.Prefix
+	for _, t := range trusted {
+		p, err := netip.ParsePrefix(strings.TrimSpace(t))
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-proxies %q: %w", t, err)
+		}
+		prefixes = append(prefixes, p)
+	}
+	var parts []httplimit.KeyFunc
+	for _, part := range strings.Split(by, "+") {
+		kind, arg, _ := strings.Cut(strings.TrimSpace(part), ":")
+		switch {
+		case kind == "ip" && arg == "":
+			parts = append(parts, httplimit.ByIP(httplimit.IPOptions{TrustedProxies: prefixes}))
+		case kind == "header" && arg != "":
+			parts = append(parts, httplimit.ByHeader(arg))
+		case kind == "path" && arg == "":
+			parts = append(parts, httplimit.ByPath())
+		case kind == "host" && arg == "":
+			parts = append(parts, httplimit.ByHost())
+		case kind == "method" && arg == "":
+			parts = append(parts, httplimit.ByMethod())
+		default:
+			return nil, fmt.Errorf("--by %q: %q is not ip, header:NAME, path, host or method", by, part)
+		}
+	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	return httplimit.Combine(parts...), nil
+}
+
+func proxyLimiter(f proxyFlags) (floodgate.Limiter, func(), error) {
+	if f.redis == "" {
+		m := floodgate.NewMemory()
+		return m, m.Close, nil
+	}
+	mode, err := failover.ParseMode(f.failureMode)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--failure-mode: %w", err)
+	}
+	rs, err := redisstore.New(redisstore.Config{Addrs: strings.Split(f.redis, ","), KeyPrefix: "floodgate:proxy:", Timeout: f.storeTimeout})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--redis %s: %w", f.redis, err)
+	}
+	fo, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout})
+	if err != nil {
+		rs.Close()
+		return nil, nil, err
+	}
+	return fo, func() { fo.Close(); rs.Close() }, nil
+}
+
+func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
+	log, err := newLogger(stderr, f.logFormat)
+	if err != nil {
+		return err
+	}
+	if f.upstream == "" || f.limit == "" {
+		return errors.New("--upstream and --limit are required")
+	}
+	target, err := url.Parse(f.upstream)
+	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		return fmt.Errorf("--upstream %q: want an http:// or https:// URL with a host", f.upstream)
+	}
+	rate, period, err := parseRate(f.limit)
+	if err != nil {
+		return err
+	}
+	key, err := parseBy(f.by, f.trusted)
+	if err != nil {
+		return err
+	}
+	limiter, closeLimiter, err := proxyLimiter(f)
+	if err != nil {
+		return err
+	}
+	defer closeLimiter()
+	limit := floodgate.Limit{Algorithm: floodgate.Algorithm(f.algorithm), Rate: rate, Period: period, Burst: f.burst}
+	mw, err := httplimit.New(limiter, httplimit.Options{Rules: []httplimit.Rule{{Name: "proxy", Limit: limit, Key: key}}})
+	if err != nil {
+		return fmt.Errorf("--limit/--algorithm/--burst: %w", err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1 // stream bodies as they come
+	ln, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
+	}
+	srv := &http.Server{Handler: mw(rp), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(), "limit", limit.String(), "by", f.by)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = srv.Shutdown(shutdown)
+	log.Info("floodgate proxy stopped")
+	return err
+}
