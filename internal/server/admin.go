@@ -126,14 +126,8 @@ type inspectResponse struct {
 // the store the engine counts in). The body is that of /v1/allow; its cost
 // is ignored.
 func (s *Server) handleInspect(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	req, err := decodeAllow(body)
-	if err != nil {
-		s.fail(w, r, err)
+	req, ok := s.readAllow(w, r)
+	if !ok {
 		return
 	}
 	if s.opts.Limiter == nil {

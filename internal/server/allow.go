@@ -190,15 +190,23 @@ type limitStatus struct {
 	Shadow       bool   `json:"shadow,omitempty"`
 }
 
-func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
+// readAllow reads and decodes a /v1/allow body, answering the error itself
+// when there is one.
+func (s *Server) readAllow(w http.ResponseWriter, r *http.Request) (allowRequest, bool) {
 	body, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	if err == nil {
+		var req allowRequest
+		if req, err = decodeAllow(body); err == nil {
+			return req, true
+		}
 	}
-	req, err := decodeAllow(body)
-	if err != nil {
-		s.fail(w, r, err)
+	s.fail(w, r, err)
+	return allowRequest{}, false
+}
+
+func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.readAllow(w, r)
+	if !ok {
 		return
 	}
 	if req.explicit {
