@@ -715,6 +715,9 @@ func TestBreakerStateString(t *testing.T) {
 func TestClose(t *testing.T) {
 	for _, mode := range Modes() {
 		t.Run(string(mode), func(t *testing.T) {
+			// Goroutines that other tests left (the redis-server spawner)
+			// are not this Limiter's.
+			others := goleak.IgnoreCurrent()
 			f := newFake(failUnavailable)
 			l, err := New(f, Config{Mode: mode, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
@@ -722,7 +725,7 @@ func TestClose(t *testing.T) {
 			}
 			l.AllowN(context.Background(), "k", floodgate.PerSecond(1), 1)
 			l.Close()
-			goleak.VerifyNone(t)
+			goleak.VerifyNone(t, others)
 		})
 	}
 }
