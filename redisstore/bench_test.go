@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -30,20 +32,28 @@ import (
 // can do with that script.
 //
 //	go test -run '^$' -bench Redis -benchtime 3s ./redisstore
+//
+// FLOODGATE_BENCH_REDIS=host:port runs it against a server of your own
+// instead (for example one pinned to its own core with taskset, so that the
+// benchmark does not take Redis's CPU); it must be disposable: keys user:*
+// are written.
 func BenchmarkRedis(b *testing.B) {
-	srv := testkit.StartServer(b)
+	addr := os.Getenv("FLOODGATE_BENCH_REDIS")
+	if addr == "" {
+		addr = testkit.StartServer(b).Addr()
+	}
 	keys := make([]string, 10_000)
 	for i := range keys {
 		keys[i] = "user:" + strconv.Itoa(i)
 	}
 	limit := floodgate.Limit{Algorithm: floodgate.TokenBucket, Rate: 1_000_000_000, Period: time.Second}
 
-	store, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Timeout: time.Second})
+	store, err := redisstore.New(redisstore.Config{Addrs: []string{addr}, Timeout: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer store.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
 	defer rdb.Close()
 	rr := redis_rate.NewLimiter(rdb)
 	rrLimit := redis_rate.Limit{Rate: 1_000_000_000, Burst: 1_000_000_000, Period: time.Second}
@@ -62,7 +72,7 @@ func BenchmarkRedis(b *testing.B) {
 			})
 		})
 	}
-	b.Run("ceiling", func(b *testing.B) { redisBenchmarkCeiling(b, srv, limit) })
+	b.Run("ceiling", func(b *testing.B) { redisBenchmarkCeiling(b, rdb, addr, limit) })
 }
 
 // runCallers spreads b.N decisions over n goroutines and reports
@@ -105,13 +115,17 @@ var rpsLine = regexp.MustCompile(`([0-9.]+) requests per second`)
 
 // redisBenchmarkCeiling loads the token bucket script and lets
 // redis-benchmark hammer it with EVALSHA, 16 commands per pipeline.
-func redisBenchmarkCeiling(b *testing.B, srv *testkit.Server, limit floodgate.Limit) {
+func redisBenchmarkCeiling(b *testing.B, rdb *redis.Client, addr string, limit floodgate.Limit) {
 	bin, err := exec.LookPath("redis-benchmark")
 	if err != nil {
 		b.Skip("redis-benchmark not found (apt-get install redis-tools)")
 	}
-	sha := srv.Do(b, "SCRIPT", "LOAD", redisstore.ScriptSource(limit.Algorithm))
-	args := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port()), "-P", "16", "-c", "64", "-n", "400000", "-q", "-r", "10000",
+	sha, err := rdb.ScriptLoad(context.Background(), redisstore.ScriptSource(limit.Algorithm)).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	args := append([]string{"-h", host, "-p", port, "-P", "16", "-c", "64", "-n", "400000", "-q", "-r", "10000",
 		"EVALSHA", sha, "1", "user:__rand_int__"}, redisstore.ScriptArgs(limit, 1)...)
 	b.ResetTimer()
 	out, err := exec.Command(bin, args...).CombinedOutput()
