@@ -149,12 +149,8 @@ type Options struct {
 	OnError func(w http.ResponseWriter, r *http.Request, err error)
 }
 
-// rule is a validated Rule with its policy item precomputed.
-type rule struct {
-	Rule
-	quota  int64
-	window time.Duration
-}
+// rule is a validated Rule.
+type rule struct{ Rule }
 
 // New returns middleware that limits requests with l under opts, or an
 // error wrapping ErrInvalidOptions (and floodgate.ErrInvalidLimit for a bad
@@ -199,29 +195,12 @@ func New(l floodgate.Limiter, opts Options) (func(http.Handler) http.Handler, er
 		}
 		seen[r.Name] = i
 		rules[i] = rule{Rule: r}
-		rules[i].quota, rules[i].window = policy(r.Limit)
 	}
 	m := &middleware{l: l, rules: rules, opts: opts}
 	m.batch, _ = l.(floodgate.BatchLimiter)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 	}, nil
-}
-
-// policy is the q and w a limit advertises (see the package doc).
-func policy(l floodgate.Limit) (int64, time.Duration) {
-	if l.Algorithm != floodgate.TokenBucket && l.Algorithm != floodgate.LeakyBucket {
-		return l.Rate, l.Period
-	}
-	burst := l.Burst
-	if burst == 0 {
-		burst = l.Rate
-	}
-	w := float64(l.Period) * float64(burst) / float64(l.Rate)
-	if w >= float64(1<<62) { // beyond any sf-integer of seconds anyway
-		return burst, 1 << 62
-	}
-	return burst, time.Duration(w)
 }
 
 type middleware struct {
@@ -389,13 +368,9 @@ func (m *middleware) deny(w http.ResponseWriter, applied []*rule, ds []floodgate
 func (m *middleware) setHeaders(h http.Header, applied []*rule, ds []floodgate.Decision, bad []bool, c floodgate.Decision) {
 	qs := make([]headers.Quota, len(ds))
 	for i, d := range ds {
-		reset := d.ResetAfter
+		qs[i] = headers.QuotaOf(applied[i].Name, applied[i].Limit, d)
 		if bad != nil && bad[i] && d.RetryAfter > 0 {
-			reset = d.RetryAfter
-		}
-		qs[i] = headers.Quota{
-			Name: applied[i].Name, Quota: applied[i].quota, Window: applied[i].window,
-			Remaining: d.Remaining, Reset: reset,
+			qs[i].Reset = d.RetryAfter
 		}
 	}
 	headers.Set(h, qs)
