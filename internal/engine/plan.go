@@ -75,8 +75,11 @@ func escapeDescriptor(d config.Descriptor) string {
 // run decides every item: shadow ones each on its own, the enforcing ones
 // all or nothing per descriptor (or across descriptors with Atomic).
 func (p *plan) run(ctx context.Context, stores Stores) error {
+	// Items come in descriptor order, so the enforcing items of a group are
+	// contiguous but for shadow items between them: the open group is the
+	// only one that can grow.
 	var groups [][]*item
-	group := map[int]int{}
+	open, openSlot := -1, 0
 	for i := range p.items {
 		it := &p.items[i]
 		switch {
@@ -89,13 +92,11 @@ func (p *plan) run(ctx context.Context, stores Stores) error {
 			if p.req.Atomic {
 				slot = -1
 			}
-			g, ok := group[slot]
-			if !ok {
-				g = len(groups)
-				group[slot] = g
+			if open < 0 || slot != openSlot {
+				open, openSlot = len(groups), slot
 				groups = append(groups, nil)
 			}
-			groups[g] = append(groups[g], it)
+			groups[open] = append(groups[open], it)
 		}
 	}
 	blocked := p.req.Atomic && p.deniesAll()

@@ -71,25 +71,23 @@ func Seconds(d time.Duration) int64 {
 // PolicyValue is the RateLimit-Policy field for quotas: their items joined
 // by ", ". "" for none.
 func PolicyValue(qs []Quota) string {
-	var b []byte
-	for i, q := range qs {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = appendPolicy(b, q.Name, q.Quota, q.Window)
-	}
-	return string(b)
+	return join(qs, func(b []byte, q Quota) []byte { return appendPolicy(b, q.Name, q.Quota, q.Window) })
 }
 
 // LimitValue is the RateLimit field for quotas: their items joined by ", ".
 // "" for none.
 func LimitValue(qs []Quota) string {
+	return join(qs, func(b []byte, q Quota) []byte { return appendLimit(b, q.Name, q.Remaining, q.Reset) })
+}
+
+// join renders one list item per quota, separated by ", ".
+func join(qs []Quota, item func([]byte, Quota) []byte) string {
 	var b []byte
 	for i, q := range qs {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = appendLimit(b, q.Name, q.Remaining, q.Reset)
+		b = item(b, q)
 	}
 	return string(b)
 }
