@@ -140,6 +140,11 @@ func multiplex(connections int) int {
 // call the Limiter on the caller's goroutine (see failover.DeadlineAware).
 func (l *Limiter) HonorsDeadline() bool { return true }
 
+// Client is the Limiter's connection to Redis, for other parts of the same
+// process that keep their own state there (the cluster strategies), so that
+// they share its pipelined connections instead of opening their own.
+func (l *Limiter) Client() rueidis.Client { return l.client }
+
 // Close closes the connections.
 func (l *Limiter) Close() { l.client.Close() }
 
