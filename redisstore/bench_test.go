@@ -53,6 +53,11 @@ func BenchmarkRedis(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer store.Close()
+	unbatched, err := redisstore.New(redisstore.Config{Addrs: []string{addr}, Timeout: time.Second, MaxBatch: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unbatched.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
 	defer rdb.Close()
 	rr := redis_rate.NewLimiter(rdb)
@@ -62,6 +67,12 @@ func BenchmarkRedis(b *testing.B) {
 		b.Run(fmt.Sprintf("floodgate/callers=%d", callers), func(b *testing.B) {
 			runCallers(b, callers, keys, func(ctx context.Context, key string) error {
 				_, err := store.AllowN(ctx, key, limit, 1)
+				return err
+			})
+		})
+		b.Run(fmt.Sprintf("floodgate-unbatched/callers=%d", callers), func(b *testing.B) {
+			runCallers(b, callers, keys, func(ctx context.Context, key string) error {
+				_, err := unbatched.AllowN(ctx, key, limit, 1)
 				return err
 			})
 		})

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"embed"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -63,6 +65,7 @@ func singleParts(k algo.Kind) []string {
 // sending the source once with EVAL.
 type scripts struct {
 	single [algo.SlidingWindow + 1]*rueidis.Lua
+	many   [algo.SlidingWindow + 1]*rueidis.Lua
 	batch  *rueidis.Lua
 	peek   *rueidis.Lua
 	refund *rueidis.Lua
@@ -76,8 +79,36 @@ func loadScripts() *scripts {
 	}
 	for k := algo.TokenBucket; k <= algo.SlidingWindow; k++ {
 		s.single[k] = rueidis.NewLuaScript(luaSource(singleParts(k)...))
+		s.many[k] = rueidis.NewLuaScript(manySource(k))
 	}
 	return s
+}
+
+// manySource is the script deciding several independent requests of an
+// algorithm in one call (many.lua): its single-request script made the
+// function one_request, with the multiply-divide it may use defined once
+// outside it, since a function defined inside is a new closure per request.
+func manySource(k algo.Kind) string {
+	var b strings.Builder
+	parts := singleParts(k)
+	if i := slices.Index(parts, "mul_div"); i >= 0 {
+		b.WriteString(luaSource("mul_div"))
+		parts = slices.Delete(slices.Clone(parts), i, i+1)
+	}
+	fmt.Fprintf(&b, "local WIDTH = %d\nlocal function one_request(KEYS, ARGV)\n", singleWidth(k))
+	b.WriteString(luaSource(parts...))
+	b.WriteString("end\n")
+	b.WriteString(luaSource("many"))
+	return b.String()
+}
+
+// singleWidth is how many values of a limit the single-request script of
+// an algorithm reads: len(compiled.single).
+func singleWidth(k algo.Kind) int {
+	if k.IsBucket() {
+		return 6
+	}
+	return 3
 }
 
 // compiled is a limit ready to send: its parameters as script arguments.

@@ -1,0 +1,176 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/redis/rueidis"
+
+	"github.com/floodgate-io/floodgate"
+)
+
+// Redis runs one script at a time, and a script call has a fixed cost
+// (reading the command, finding and entering the script, turning each ARGV
+// element into a Lua string) that is most of what deciding one request
+// costs. So requests that arrive while calls are in flight are gathered and
+// sent together, as one call of the algorithm's many-request script
+// (many.lua), which decides each in arrival order exactly as the
+// single-request script would: group commit. A lone caller is sent at
+// once; under load the batches grow by themselves with the wait, so no
+// request ever waits for a timer.
+
+// DefaultMaxBatch is the default of Config.MaxBatch.
+const DefaultMaxBatch = 128
+
+// maxInFlight is how many batches of one group may be on the wire at once:
+// two, so that Redis decides one while the client reads the last and
+// gathers the next.
+const maxInFlight = 2
+
+// pending is one caller's request, waiting in a batch.
+type pending struct {
+	key  string // with the prefix
+	c    *compiled
+	cost int64
+	done chan struct{} // closed when d and err are set
+	d    floodgate.Decision
+	err  error
+}
+
+// batcher gathers the requests of one script (and, on a cluster, one hash
+// slot: a script's keys must share one).
+type batcher struct {
+	l      *Limiter
+	script *rueidis.Lua
+	mu     sync.Mutex
+	queue  []*pending
+	flying int
+}
+
+// batcherFor returns the batcher of a request's algorithm and key.
+func (l *Limiter) batcherFor(c *compiled, key string) *batcher {
+	kind := c.params.Kind
+	if !l.cluster {
+		return l.batchers[kind]
+	}
+	id := uint32(slot(key))<<3 | uint32(kind)
+	if b, ok := l.slotBatchers.Load(id); ok {
+		return b.(*batcher)
+	}
+	b, _ := l.slotBatchers.LoadOrStore(id, &batcher{l: l, script: l.scripts.many[kind]})
+	return b.(*batcher)
+}
+
+// decide queues a request and waits for its decision, or for ctx.
+func (b *batcher) decide(ctx context.Context, key string, c *compiled, cost int64) (floodgate.Decision, error) {
+	p := &pending{key: key, c: c, cost: cost, done: make(chan struct{})}
+	b.mu.Lock()
+	b.queue = append(b.queue, p)
+	var batch []*pending
+	if b.flying < maxInFlight {
+		batch = b.take()
+	}
+	b.mu.Unlock()
+	if batch != nil {
+		go b.run(batch)
+	}
+	select {
+	case <-p.done:
+		return p.d, p.err
+	case <-ctx.Done():
+		// The batch goes on without this caller: its request may still be
+		// decided (and counted), as a timed-out single call may have been.
+		return floodgate.Decision{}, fmt.Errorf("redisstore: key %q: %w", p.key[len(b.l.cfg.KeyPrefix):], ctx.Err())
+	}
+}
+
+// take removes the next batch from the queue and counts it in flight; the
+// caller holds mu.
+func (b *batcher) take() []*pending {
+	n := min(len(b.queue), b.l.cfg.MaxBatch)
+	batch := make([]*pending, n)
+	copy(batch, b.queue)
+	rest := copy(b.queue, b.queue[n:])
+	clear(b.queue[rest:])
+	b.queue = b.queue[:rest]
+	b.flying++
+	return batch
+}
+
+// run sends batches until the queue is empty.
+func (b *batcher) run(batch []*pending) {
+	for batch != nil {
+		b.send(batch)
+		b.mu.Lock()
+		b.flying--
+		batch = nil
+		if len(b.queue) > 0 {
+			batch = b.take()
+		}
+		b.mu.Unlock()
+	}
+}
+
+// send decides one batch and hands each caller its decision.
+func (b *batcher) send(batch []*pending) {
+	l := b.l
+	keys, args := batchCall(l.now(), l.slack, batch)
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
+	reply, err := b.script.Exec(ctx, l.client, keys, args).AsIntSlice()
+	cancel()
+	if err == nil && len(reply) != 6*len(batch)+1 {
+		err = fmt.Errorf("redisstore: script replied %d values for %d requests, want %d", len(reply), len(batch), 6*len(batch)+1)
+	}
+	for i, p := range batch {
+		if err != nil {
+			p.err = l.storeError(context.Background(), p.key[len(l.cfg.KeyPrefix):], err)
+		} else {
+			var v [7]int64
+			copy(v[:], reply[6*i:6*i+6])
+			v[6] = reply[len(reply)-1]
+			p.d, _, p.err = decision(v[:])
+		}
+		close(p.done)
+	}
+}
+
+// batchCall is the KEYS and ARGV of many.lua for a batch: the limits are
+// sent once each, and each request names its own only when there are
+// several.
+func batchCall(now, slack string, batch []*pending) (keys, args []string) {
+	keys = make([]string, len(batch))
+	var limits []*compiled
+	which := make([]int, len(batch))
+	for i, p := range batch {
+		keys[i] = p.key
+		at := -1
+		for j, c := range limits {
+			if c == p.c {
+				at = j
+				break
+			}
+		}
+		if at < 0 {
+			at = len(limits)
+			limits = append(limits, p.c)
+		}
+		which[i] = at + 1
+	}
+	width := len(batch[0].c.single)
+	args = make([]string, 0, 3+len(limits)*width+2*len(batch))
+	args = append(args, now, slack, strconv.Itoa(len(limits)))
+	for _, c := range limits {
+		args = append(args, c.single...)
+	}
+	for _, p := range batch {
+		args = append(args, strconv.FormatInt(p.cost, 10))
+	}
+	if len(limits) > 1 {
+		for _, w := range which {
+			args = append(args, strconv.Itoa(w))
+		}
+	}
+	return keys, args
+}

@@ -1,0 +1,42 @@
+-- Several independent requests in one call: the concurrent callers of one
+-- algorithm (and, on a cluster, one hash slot) gathered by coalesce.go.
+-- Each is decided by one_request, which is the algorithm's single-request
+-- script (allow_*.lua) unchanged, made a function whose KEYS and ARGV are
+-- its own, and in arrival order, so each decision is the one that script
+-- would have made alone at this instant: batching saves Redis the fixed cost
+-- of a call per request (reading the command, setting up the script, the
+-- ARGV strings of its limit), not a step of any decision.
+--
+-- KEYS: one per request. ARGV: now (µs; negative: the server's TIME), TTL
+-- slack (ms), m, then m limits of WIDTH values each (the algorithm and the
+-- parameters its single-request script reads, see singleArgs in
+-- scripts.go), then one cost per request, then, when m > 1, the number of
+-- each request's limit (1..m).
+-- Returns {allowed, limit, remaining, retry_after, reset_after, delay} per
+-- request, flat, then the time they were decided at.
+local now = ARGV[1] + 0
+if now < 0 then
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+local m = ARGV[3] + 0
+local n = #KEYS
+local costs = 3 + m * WIDTH
+local which = costs + n
+local keys, argv = {}, {now, 0, ARGV[2]}
+local out, o, current = {}, 0, 0
+for i = 1, n do
+  local s = 1
+  if m > 1 then s = ARGV[which + i] + 0 end
+  if s ~= current then
+    local base = 3 + (s - 1) * WIDTH
+    for j = 1, WIDTH do argv[3 + j] = ARGV[base + j] end
+    current = s
+  end
+  keys[1], argv[2] = KEYS[i], ARGV[costs + i]
+  local r = one_request(keys, argv)
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = r[1], r[2], r[3], r[4], r[5], r[6]
+  o = o + 6
+end
+out[o + 1] = now
+return out
