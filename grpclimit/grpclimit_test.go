@@ -341,8 +341,8 @@ func TestByPeerAddresses(t *testing.T) {
 		addr net.Addr
 		want string
 	}{
-		{&net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 5000}, "10.1.2.3"},
-		{&net.TCPAddr{IP: net.ParseIP("::ffff:10.1.2.3"), Port: 5000}, "10.1.2.3"},
+		{&net.TCPAddr{IP: net.ParseIP("192.0.2.3"), Port: 5000}, "192.0.2.3"},
+		{&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.3"), Port: 5000}, "192.0.2.3"},
 		{&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 5000}, "2001:db8::1"},
 		{pathAddr("[2001:db8::2]:80"), "2001:db8::2"},
 		{pathAddr("/run/app.sock"), "/run/app.sock"},
@@ -483,8 +483,8 @@ func TestStoreErrors(t *testing.T) {
 		err  error
 		want codes.Code
 	}{
-		{fmt.Errorf("%w: redis 10.0.0.7:6379: i/o timeout", floodgate.ErrStoreUnavailable), codes.Unavailable},
-		{errors.New("redis 10.0.0.7:6379: connection refused"), codes.Unavailable},
+		{fmt.Errorf("%w: redis 127.0.0.7:6379: i/o timeout", floodgate.ErrStoreUnavailable), codes.Unavailable},
+		{errors.New("redis 127.0.0.7:6379: connection refused"), codes.Unavailable},
 		{fmt.Errorf("%w: too long", floodgate.ErrInvalidKey), codes.InvalidArgument},
 		{fmt.Errorf("%w: odd", floodgate.ErrInvalidLimit), codes.Internal},
 		{context.DeadlineExceeded, codes.Unavailable}, // the store's own timeout, not the caller's
@@ -493,7 +493,7 @@ func TestStoreErrors(t *testing.T) {
 			c, svc := serve(t, failing{tc.err}, Options{Rules: rules[:n]})
 			h, err := call(ctxT(t), c)
 			st := wantCode(t, err, tc.want)
-			if strings.Contains(st.Message(), "10.0.0.7") {
+			if strings.Contains(st.Message(), "127.0.0.7") {
 				t.Errorf("%v: message leaks the store: %q", tc.err, st.Message())
 			}
 			if svc.calls.Load() != 0 || len(h.Get(LimitKey)) != 0 {

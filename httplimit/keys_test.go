@@ -9,7 +9,7 @@ import (
 )
 
 var testTrusted = []netip.Prefix{
-	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("127.0.0.0/8"),
 	netip.MustParsePrefix("2001:db8:ffff::/48"),
 }
 
@@ -26,28 +26,28 @@ func TestByIP(t *testing.T) {
 		{"untrusted peer, no header", "203.0.113.9:1234", nil, nil, "203.0.113.9", true},
 		{"untrusted peer spoofs XFF", "203.0.113.9:1234", []string{"198.51.100.7"}, nil, "203.0.113.9", true},
 		{"untrusted peer spoofs Forwarded", "203.0.113.9:1234", nil, []string{"for=198.51.100.7"}, "203.0.113.9", true},
-		{"trusted peer, client in XFF", "10.0.0.1:80", []string{"198.51.100.7"}, nil, "198.51.100.7", true},
-		{"trusted chain", "10.0.0.1:80", []string{"198.51.100.7, 10.0.0.5, 10.0.0.6"}, nil, "198.51.100.7", true},
-		{"spoofed left of client", "10.0.0.1:80", []string{"6.6.6.6, 198.51.100.7, 10.0.0.5"}, nil, "198.51.100.7", true},
-		{"several XFF lines", "10.0.0.1:80", []string{"6.6.6.6, 198.51.100.7", "10.0.0.5"}, nil, "198.51.100.7", true},
-		{"all hops trusted", "10.0.0.1:80", []string{"10.0.0.7, 10.0.0.5"}, nil, "10.0.0.7", true},
-		{"malformed hop stops at last trusted", "10.0.0.1:80", []string{"198.51.100.7, garbage, 10.0.0.5"}, nil, "10.0.0.5", true},
-		{"malformed last hop", "10.0.0.1:80", []string{"198.51.100.7, "}, nil, "10.0.0.1", true},
-		{"empty XFF", "10.0.0.1:80", []string{""}, nil, "10.0.0.1", true},
-		{"XFF with ports", "10.0.0.1:80", []string{"198.51.100.7:5555, 10.0.0.2:1"}, nil, "198.51.100.7", true},
-		{"XFF bracketed IPv6", "10.0.0.1:80", []string{"[2001:db8:1:2::9]:80"}, nil, "2001:db8:1:2::/64", true},
-		{"Forwarded", "10.0.0.1:80", nil, []string{`for=198.51.100.7;proto=https, for="[2001:db8:ffff::1]:4711"`}, "198.51.100.7", true},
-		{"Forwarded IPv6 client", "10.0.0.1:80", nil, []string{`For="[2001:db8:1:2::9]:4711";by=10.0.0.1`}, "2001:db8:1:2::/64", true},
-		{"Forwarded wins over XFF", "10.0.0.1:80", []string{"6.6.6.6"}, []string{"for=198.51.100.7"}, "198.51.100.7", true},
-		{"Forwarded unknown", "10.0.0.1:80", nil, []string{"for=unknown"}, "10.0.0.1", true},
-		{"Forwarded obfuscated", "10.0.0.1:80", nil, []string{"for=_hidden, for=10.0.0.3"}, "10.0.0.3", true},
-		{"Forwarded without for", "10.0.0.1:80", nil, []string{"proto=https"}, "10.0.0.1", true},
-		{"Forwarded quoted comma", "10.0.0.1:80", nil, []string{`for="198.51.100.7,6.6.6.6"`}, "10.0.0.1", true},
-		{"Forwarded unterminated quote", "10.0.0.1:80", nil, []string{`for="198.51.100.7`}, "10.0.0.1", true},
+		{"trusted peer, client in XFF", "127.0.0.1:80", []string{"198.51.100.7"}, nil, "198.51.100.7", true},
+		{"trusted chain", "127.0.0.1:80", []string{"198.51.100.7, 127.0.0.5, 127.0.0.6"}, nil, "198.51.100.7", true},
+		{"spoofed left of client", "127.0.0.1:80", []string{"203.0.113.66, 198.51.100.7, 127.0.0.5"}, nil, "198.51.100.7", true},
+		{"several XFF lines", "127.0.0.1:80", []string{"203.0.113.66, 198.51.100.7", "127.0.0.5"}, nil, "198.51.100.7", true},
+		{"all hops trusted", "127.0.0.1:80", []string{"127.0.0.7, 127.0.0.5"}, nil, "127.0.0.7", true},
+		{"malformed hop stops at last trusted", "127.0.0.1:80", []string{"198.51.100.7, garbage, 127.0.0.5"}, nil, "127.0.0.5", true},
+		{"malformed last hop", "127.0.0.1:80", []string{"198.51.100.7, "}, nil, "127.0.0.1", true},
+		{"empty XFF", "127.0.0.1:80", []string{""}, nil, "127.0.0.1", true},
+		{"XFF with ports", "127.0.0.1:80", []string{"198.51.100.7:5555, 127.0.0.2:1"}, nil, "198.51.100.7", true},
+		{"XFF bracketed IPv6", "127.0.0.1:80", []string{"[2001:db8:1:2::9]:80"}, nil, "2001:db8:1:2::/64", true},
+		{"Forwarded", "127.0.0.1:80", nil, []string{`for=198.51.100.7;proto=https, for="[2001:db8:ffff::1]:4711"`}, "198.51.100.7", true},
+		{"Forwarded IPv6 client", "127.0.0.1:80", nil, []string{`For="[2001:db8:1:2::9]:4711";by=127.0.0.1`}, "2001:db8:1:2::/64", true},
+		{"Forwarded wins over XFF", "127.0.0.1:80", []string{"203.0.113.66"}, []string{"for=198.51.100.7"}, "198.51.100.7", true},
+		{"Forwarded unknown", "127.0.0.1:80", nil, []string{"for=unknown"}, "127.0.0.1", true},
+		{"Forwarded obfuscated", "127.0.0.1:80", nil, []string{"for=_hidden, for=127.0.0.3"}, "127.0.0.3", true},
+		{"Forwarded without for", "127.0.0.1:80", nil, []string{"proto=https"}, "127.0.0.1", true},
+		{"Forwarded quoted comma", "127.0.0.1:80", nil, []string{`for="198.51.100.7,203.0.113.66"`}, "127.0.0.1", true},
+		{"Forwarded unterminated quote", "127.0.0.1:80", nil, []string{`for="198.51.100.7`}, "127.0.0.1", true},
 		{"trusted IPv6 proxy", "[2001:db8:ffff::2]:443", []string{"198.51.100.7"}, nil, "198.51.100.7", true},
 		{"IPv6 peer grouped by /64", "[2001:db8:1:2:3:4:5:6]:80", nil, nil, "2001:db8:1:2::/64", true},
 		{"IPv4-mapped peer", "[::ffff:203.0.113.9]:80", nil, nil, "203.0.113.9", true},
-		{"IPv4-mapped trusted peer", "[::ffff:10.0.0.1]:80", []string{"198.51.100.7"}, nil, "198.51.100.7", true},
+		{"IPv4-mapped trusted peer", "[::ffff:127.0.0.1]:80", []string{"198.51.100.7"}, nil, "198.51.100.7", true},
 		{"zoned peer", "[fe80::1%eth0]:80", nil, nil, "fe80::/64", true},
 		{"peer without port", "203.0.113.9", nil, nil, "203.0.113.9", true},
 		{"empty peer", "", nil, nil, "", false},
@@ -82,18 +82,18 @@ func TestByIPPrefixes(t *testing.T) {
 		}
 	}
 	// A trusted prefix written as IPv4-mapped IPv6 still matches IPv4 peers.
-	r.RemoteAddr = "10.1.2.3:80"
+	r.RemoteAddr = "127.1.2.3:80"
 	r.Header.Set("X-Forwarded-For", "198.51.100.7")
-	mapped := ByIP(IPOptions{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("::ffff:10.0.0.0/104")}})
+	mapped := ByIP(IPOptions{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("::ffff:127.0.0.0/104")}})
 	if got, _ := mapped(r); got != "198.51.100.7" {
 		t.Errorf("mapped trusted prefix: got %q", got)
 	}
 }
 
 func FuzzClientIP(f *testing.F) {
-	f.Add("10.0.0.1:80", "198.51.100.7, 10.0.0.5", "")
-	f.Add("10.0.0.1:80", "", `for="[2001:db8::1]:80";proto=https, for=unknown`)
-	f.Add("203.0.113.9:1", "1.2.3.4", "for=1.2.3.4")
+	f.Add("127.0.0.1:80", "198.51.100.7, 127.0.0.5", "")
+	f.Add("127.0.0.1:80", "", `for="[2001:db8::1]:80";proto=https, for=unknown`)
+	f.Add("203.0.113.9:1", "192.0.2.4", "for=192.0.2.4")
 	f.Add("[2001:db8:ffff::1]:443", "[::1]:1,,", `for="\"x`)
 	f.Fuzz(func(t *testing.T, peer, xff, fwd string) {
 		r := &http.Request{RemoteAddr: peer, Header: http.Header{}}

@@ -29,7 +29,7 @@ else
   local need = backlog + cost * interval
   if need <= tolerance then
     allowed = 1
-    if kind == '2' then -- the leaky bucket: Delay = ⌈backlog/Scale⌉
+    if kind == 2 then -- the leaky bucket: Delay = ⌈backlog/Scale⌉
       delay = floor(backlog / scale)
       if delay * scale < backlog then delay = delay + 1 end
     end
@@ -51,7 +51,7 @@ if allowed == 1 and cost > 0 then
   -- The key lives until the bucket is full again (ttl_ms in prelude.lua).
   local ttl = floor(reset / 1000)
   if ttl * 1000 < reset then ttl = ttl + 1 end
-  redis.call('SET', key, string.format('%s:%d:%d:%d', kind, now + whole, ticks, scale),
+  redis.call('SET', key, struct.pack('<Bddd', kind, now + whole, ticks, scale),
     'PX', ttl + ARGV[3])
 end
 return {allowed, burst, remaining, retry, reset, delay, now}

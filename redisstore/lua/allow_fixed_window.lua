@@ -28,6 +28,6 @@ if write then
   -- The key lives until the window ends (ttl_ms in prelude.lua).
   local ttl = floor(reset / 1000)
   if ttl * 1000 < reset then ttl = ttl + 1 end
-  redis.call('SET', key, string.format('%s:%d:%d:0', kind, start, count), 'PX', ttl + ARGV[3])
+  redis.call('SET', key, struct.pack('<Bddd', kind, start, count, 0), 'PX', ttl + ARGV[3])
 end
 return {allowed, rate, remaining, retry, reset, 0, now}

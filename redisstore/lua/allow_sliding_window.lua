@@ -49,7 +49,7 @@ if write then
   -- The key lives until both windows are empty (ttl_ms in prelude.lua).
   local ttl = floor(reset / 1000)
   if ttl * 1000 < reset then ttl = ttl + 1 end
-  redis.call('SET', key, string.format('%s:%d:%d:%d', kind, start, current, previous),
+  redis.call('SET', key, struct.pack('<Bddd', kind, start, current, previous),
     'PX', ttl + ARGV[3])
 end
 return {allowed, rate, remaining, retry, reset, 0, now}

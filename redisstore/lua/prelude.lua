@@ -47,13 +47,16 @@ local function result(limit)
   return {allowed = 0, limit = limit, remaining = 0, retry = 0, reset = 0, delay = 0}
 end
 
--- State of the bucket and window algorithms: a string "kind:A:B:C". A key
--- that holds another algorithm's state, or another type, starts fresh.
+-- State of the bucket and window algorithms: struct.pack('<Bddd', kind, A,
+-- B, C), as allow_state.lua reads it. A key that holds another algorithm's
+-- state, or another type, starts fresh.
 local function load_state(key, kind)
   local v = redis.pcall('GET', key)
   if type(v) == 'string' then
-    local k, a, b, c = string.match(v, '^(%d+):(%-?%d+):(%-?%d+):(%-?%d+)$')
-    if tonumber(k) == kind then return {tonumber(a), tonumber(b), tonumber(c)}, v end
+    if #v == 25 then
+      local k, a, b, c = struct.unpack('<Bddd', v)
+      if k == kind then return {a, b, c}, v end
+    end
   elseif type(v) == 'table' and v.err then
     redis.call('DEL', key) -- another type: the sliding log's hash
     v = false
@@ -66,7 +69,7 @@ local function ttl_ms(reset, slack)
 end
 
 local function encode_state(kind, s)
-  return string.format('%d:%d:%d:%d', kind, s[1], s[2], s[3])
+  return struct.pack('<Bddd', kind, s[1], s[2], s[3])
 end
 
 local function save_state(key, kind, s, reset, slack)
