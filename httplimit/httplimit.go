@@ -7,7 +7,8 @@
 // floodgate.BatchLimiter, all or nothing (a rule that denies consumes
 // nothing of the others). Otherwise they are decided one by one with
 // AllowN, which is not atomic: when a later rule denies, the units the
-// earlier rules took stay taken, since no store can give units back.
+// earlier rules took stay taken (the middleware gives units back only to
+// correct a reconciled rule, see below).
 //
 // A denied request gets 429 Too Many Requests with
 //
@@ -34,6 +35,31 @@
 // sliding_window) is q=Rate;w=Period; a bucket (token_bucket, leaky_bucket)
 // is q=Burst;w=the time the bucket takes to refill from empty, the largest
 // amount a client can send at once and how long it takes to earn it back.
+//
+// # Costs known only after the response
+//
+// An LLM endpoint learns what a call cost (tokens) only once it has
+// answered. A Rule with Actual reserves its Cost as an estimate when the
+// request is decided and, after the handler returns, reads the actual
+// amount from the response (a header, a trailer sent after a streamed body,
+// or any ActualFunc) and corrects the key by the difference with
+// floodgate.Adjuster: an overrun is charged even past the limit (the work
+// was done; how much debt a key carries is the store's to say), and an
+// over-estimate is given back, never beyond the key's full quota. The RateLimit fields of a response report the estimate;
+// the next response reports the correction. The correction is made before
+// the middleware returns, so a client's next request sees it, and with a
+// context that outlives the client, so a client that leaves mid-stream is
+// still charged. A response without a usable amount keeps the estimate and
+// is reported to Options.OnReconcileError (or logged on Options.Logger).
+//
+// # Plans
+//
+// Options.Tiers gives each plan (free, pro, enterprise) its own rules. A
+// request's plan comes from a header set by a trusted proxy, from a static
+// API key table, or from a PlanFunc; its rules apply in addition to
+// Options.Rules. A plan's rules are named plan/name ("pro/per-key") in the
+// RateLimit fields and in the keys, so the counters of different plans
+// never meet in a shared store.
 package httplimit
 
 import (
@@ -41,6 +67,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -65,8 +92,14 @@ type Rule struct {
 	// Key maps a request to the value it is counted under. Required.
 	Key KeyFunc
 	// Cost is how many units a request takes; nil means 1. An error or a
-	// negative cost answers 400 with the error's text.
+	// negative cost answers 400 with the error's text. With Actual set it
+	// is the estimate reserved before the handler runs.
 	Cost CostFunc
+	// Actual, when set, reads what the request really cost from its
+	// response once the handler has returned; the key is then adjusted by
+	// actual - estimate (see the package doc). It needs a limiter that
+	// implements floodgate.Adjuster.
+	Actual ActualFunc
 }
 
 // CostFunc says how many units a request costs (tokens, bytes, rows).
@@ -79,20 +112,37 @@ type CostFunc func(r *http.Request) (int64, error)
 func CostFromHeader(name string) CostFunc {
 	name = http.CanonicalHeaderKey(name)
 	return func(r *http.Request) (int64, error) {
-		vs := r.Header.Values(name)
-		if len(vs) == 0 {
-			return 0, fmt.Errorf("missing header %s", name)
-		}
-		if len(vs) > 1 {
-			return 0, fmt.Errorf("header %s given %d times, want once", name, len(vs))
-		}
-		v := strings.TrimSpace(vs[0])
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 || v[0] == '+' {
-			return 0, fmt.Errorf("header %s must be a non-negative integer, got %q", name, clip(vs[0]))
+		return parseCount("header "+name, r.Header.Values(name))
+	}
+}
+
+// FixedCost costs every request n units: a fixed estimate for a rule with
+// Actual ("reserve 1,000 tokens"). A negative n answers 400 naming the
+// rule, as any negative cost does.
+func FixedCost(n int64) CostFunc {
+	return func(*http.Request) (int64, error) {
+		if n < 0 {
+			return 0, fmt.Errorf("fixed cost %d is negative", n)
 		}
 		return n, nil
 	}
+}
+
+// parseCount reads the one non-negative decimal integer of a field (named
+// as "header X-Tokens" in errors) given as values.
+func parseCount(field string, vs []string) (int64, error) {
+	if len(vs) == 0 {
+		return 0, fmt.Errorf("missing %s", field)
+	}
+	if len(vs) > 1 {
+		return 0, fmt.Errorf("%s given %d times, want once", field, len(vs))
+	}
+	v := strings.TrimSpace(vs[0])
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || v[0] == '+' {
+		return 0, fmt.Errorf("%s must be a non-negative integer, got %q", field, clip(vs[0]))
+	}
+	return n, nil
 }
 
 // clip shortens a client's value before it is echoed in an error.
@@ -119,11 +169,18 @@ const (
 // DefaultMaxDelay is the default of Options.MaxDelay.
 const DefaultMaxDelay = 10 * time.Second
 
+// DefaultReconcileTimeout is the default of Options.ReconcileTimeout.
+const DefaultReconcileTimeout = 2 * time.Second
+
 // Options configures the middleware.
 type Options struct {
-	// Rules are the limits; at least one.
+	// Rules are the limits every request is subject to. There must be at
+	// least one rule here or in Tiers.
 	Rules []Rule
-	// Missing is what to do when a rule's KeyFunc has no value.
+	// Tiers, when set, adds the rules of the request's plan to Rules.
+	Tiers *Tiers
+	// Missing is what to do when a rule's KeyFunc has no value, in Rules
+	// and in plans alike.
 	Missing Missing
 	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds) for the rule with the least remaining,
@@ -134,8 +191,8 @@ type Options struct {
 	// request for its Delay, so that requests reach the handler spaced as
 	// the limit says. A client that goes away while held (its request's
 	// context is done) is dropped: the handler is not called and nothing is
-	// written. Its place in the queue stays consumed, since no store can
-	// give units back.
+	// written. Its place in the queue stays consumed: it is not given
+	// back, even to a limiter that could (floodgate.Adjuster).
 	NoShaping bool
 	// MaxDelay is the longest a request is held; a request that would wait
 	// longer is refused with 429 and a Retry-After of its delay, and its
@@ -147,101 +204,142 @@ type Options struct {
 	// body that does not reveal the error. Wrap the limiter in
 	// failover.New to decide by policy instead.
 	OnError func(w http.ResponseWriter, r *http.Request, err error)
+	// OnReconcileError is told, with a *ReconcileError, when a rule with
+	// Actual keeps its estimate because the response gave no usable amount
+	// (errors.Is ErrBadActual), or when its adjustment failed (the store's
+	// error). The response has been sent by then: this is for metrics and
+	// logs. nil logs the error on Logger at level Warn.
+	OnReconcileError func(r *http.Request, err error)
+	// Logger receives reconciliation errors when OnReconcileError is nil;
+	// nil is slog.Default().
+	Logger *slog.Logger
+	// ReconcileTimeout bounds the adjustments of one response. They run
+	// after the handler, on a context that the client leaving does not
+	// cancel (the work has been done), so this is all that bounds them.
+	// 0 means DefaultReconcileTimeout.
+	ReconcileTimeout time.Duration
 }
 
-// rule is a validated Rule.
+// rule is a validated Rule; its Name is the policy's full name ("pro/tokens"
+// for a plan's rule).
 type rule struct{ Rule }
 
 // New returns middleware that limits requests with l under opts, or an
 // error wrapping ErrInvalidOptions (and floodgate.ErrInvalidLimit for a bad
-// limit) that names the faulty rule.
+// limit) that names the faulty rule or plan.
 func New(l floodgate.Limiter, opts Options) (func(http.Handler) http.Handler, error) {
 	if l == nil {
 		return nil, fmt.Errorf("%w: nil limiter", ErrInvalidOptions)
 	}
-	if len(opts.Rules) == 0 {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	names := map[string]string{} // full rule name -> where it was given
+	rules, err := compileRules(opts.Rules, "", names)
+	if err != nil {
+		return nil, err
+	}
+	plans, err := compileTiers(opts.Tiers, rules, names)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
 		return nil, fmt.Errorf("%w: no rules", ErrInvalidOptions)
 	}
-	if opts.Missing < Deny || opts.Missing > Shared {
-		return nil, fmt.Errorf("%w: unknown Missing %d", ErrInvalidOptions, opts.Missing)
-	}
-	if opts.MaxDelay < 0 {
-		return nil, fmt.Errorf("%w: negative MaxDelay %s", ErrInvalidOptions, opts.MaxDelay)
-	}
-	if opts.MaxDelay == 0 {
-		opts.MaxDelay = DefaultMaxDelay
-	}
-	if opts.OnError == nil {
-		opts.OnError = defaultOnError
-	}
-	rules := make([]rule, len(opts.Rules))
-	seen := map[string]int{}
-	for i, r := range opts.Rules {
-		if r.Name == "" {
-			r.Name = fmt.Sprintf("%d-per-%s", r.Limit.Rate, r.Limit.Period)
-		}
-		if err := r.Limit.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: rule %d (%q): %w", ErrInvalidOptions, i, r.Name, err)
-		}
-		if r.Key == nil {
-			return nil, fmt.Errorf("%w: rule %d (%q): nil Key", ErrInvalidOptions, i, r.Name)
-		}
-		if strings.Contains(r.Name, ":") {
-			return nil, fmt.Errorf("%w: rule %d: name %q contains ':'", ErrInvalidOptions, i, r.Name)
-		}
-		if j, dup := seen[r.Name]; dup {
-			return nil, fmt.Errorf("%w: rules %d and %d are both named %q; give them distinct Names",
-				ErrInvalidOptions, j, i, r.Name)
-		}
-		seen[r.Name] = i
-		rules[i] = rule{Rule: r}
-	}
-	m := &middleware{l: l, rules: rules, opts: opts}
+	m := &middleware{l: l, rules: rules, plans: plans, opts: opts}
 	m.batch, _ = l.(floodgate.BatchLimiter)
+	m.adjuster, _ = l.(floodgate.Adjuster)
+	if err := m.checkAdjuster(); err != nil {
+		return nil, err
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 	}, nil
 }
 
+// defaults checks the options that are not rules and fills in defaults.
+func (opts *Options) defaults() error {
+	if opts.Missing < Deny || opts.Missing > Shared {
+		return fmt.Errorf("%w: unknown Missing %d", ErrInvalidOptions, opts.Missing)
+	}
+	if opts.MaxDelay < 0 {
+		return fmt.Errorf("%w: negative MaxDelay %s", ErrInvalidOptions, opts.MaxDelay)
+	}
+	if opts.ReconcileTimeout < 0 {
+		return fmt.Errorf("%w: negative ReconcileTimeout %s", ErrInvalidOptions, opts.ReconcileTimeout)
+	}
+	if opts.MaxDelay == 0 {
+		opts.MaxDelay = DefaultMaxDelay
+	}
+	if opts.ReconcileTimeout == 0 {
+		opts.ReconcileTimeout = DefaultReconcileTimeout
+	}
+	if opts.OnError == nil {
+		opts.OnError = defaultOnError
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return nil
+}
+
+// compileRules validates rs, the rules of plan ("" for Options.Rules), and
+// names them in full. names holds the full names taken so far, with where
+// they were given, so that no two rules anywhere share a name (and a key).
+func compileRules(rs []Rule, plan string, names map[string]string) ([]rule, error) {
+	out := make([]rule, len(rs))
+	for i, r := range rs {
+		where := fmt.Sprintf("rule %d", i)
+		if plan != "" {
+			where = fmt.Sprintf("plan %q rule %d", plan, i)
+		}
+		if r.Name == "" {
+			r.Name = fmt.Sprintf("%d-per-%s", r.Limit.Rate, r.Limit.Period)
+		}
+		if err := r.Limit.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %s (%q): %w", ErrInvalidOptions, where, r.Name, err)
+		}
+		if r.Key == nil {
+			return nil, fmt.Errorf("%w: %s (%q): nil Key", ErrInvalidOptions, where, r.Name)
+		}
+		if strings.Contains(r.Name, ":") {
+			return nil, fmt.Errorf("%w: %s: name %q contains ':'", ErrInvalidOptions, where, r.Name)
+		}
+		if plan != "" {
+			r.Name = plan + "/" + r.Name
+		}
+		if prev, dup := names[r.Name]; dup {
+			return nil, fmt.Errorf("%w: %s and %s are both named %q; give them distinct Names",
+				ErrInvalidOptions, prev, where, r.Name)
+		}
+		names[r.Name] = where
+		out[i] = rule{Rule: r}
+	}
+	return out, nil
+}
+
 type middleware struct {
-	l     floodgate.Limiter
-	batch floodgate.BatchLimiter
-	rules []rule
-	opts  Options
+	l        floodgate.Limiter
+	batch    floodgate.BatchLimiter
+	adjuster floodgate.Adjuster // nil when l cannot adjust
+	rules    []rule             // Options.Rules
+	plans    *planTable         // nil without Tiers
+	opts     Options
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	applied := make([]*rule, 0, len(m.rules))
-	reqs := make([]floodgate.Request, 0, len(m.rules))
-	for i := range m.rules {
-		ru := &m.rules[i]
-		v, ok := ru.Key(r)
-		key := ru.Name + ":" + v
-		if !ok {
-			switch m.opts.Missing {
-			case Pass:
-				continue
-			case Shared:
-				key = ru.Name // no ':', so no value's key can be this one
-			default:
-				writeProblem(w, http.StatusBadRequest, "missing key for rate limit policy "+strconv.Quote(ru.Name))
-				return
-			}
+	rules := m.rules
+	if m.plans != nil {
+		var status int
+		var detail string
+		if rules, status, detail = m.plans.pick(r); status != 0 {
+			writeProblem(w, status, detail)
+			return
 		}
-		cost := int64(1)
-		if ru.Cost != nil {
-			c, err := ru.Cost(r)
-			if err == nil && c < 0 {
-				err = fmt.Errorf("negative cost %d", c)
-			}
-			if err != nil {
-				writeProblem(w, http.StatusBadRequest, "rate limit policy "+strconv.Quote(ru.Name)+": "+err.Error())
-				return
-			}
-			cost = c
-		}
-		applied = append(applied, ru)
-		reqs = append(reqs, floodgate.Request{Key: key, Limit: ru.Limit, Cost: cost})
+	}
+	applied, reqs, ok := m.requests(w, r, rules)
+	if !ok {
+		return
 	}
 	if len(reqs) == 0 {
 		next.ServeHTTP(w, r)
@@ -257,29 +355,80 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.deny(w, applied, ds, c, violated(ds))
 		return
 	}
-	if c.Delay > 0 && !m.opts.NoShaping {
-		if c.Delay > m.opts.MaxDelay {
-			// Report the hold as the wait: after it this request's place
-			// has left the queue, so a retry then is not held as long.
-			late := make([]bool, len(ds))
-			for i := range ds {
-				if ds[i].Delay > m.opts.MaxDelay {
-					late[i], ds[i].Allowed, ds[i].RetryAfter = true, false, ds[i].Delay
-				}
-			}
-			m.deny(w, applied, ds, c, late)
-			return
-		}
-		t := time.NewTimer(c.Delay)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return // the client left: nobody to answer, nothing to serve
-		}
+	if c.Delay > 0 && !m.opts.NoShaping && !m.hold(w, r, applied, ds, c) {
+		return
 	}
 	m.setHeaders(w.Header(), applied, ds, nil, c)
-	next.ServeHTTP(w, r)
+	if !reconciles(applied) {
+		next.ServeHTTP(w, r)
+		return
+	}
+	m.serveReconciled(w, r, next, applied, reqs)
+}
+
+// requests maps r to one request per rule that applies to it. It answers
+// 400 and returns false when r lacks a key (under Deny) or its cost cannot
+// be read.
+func (m *middleware) requests(w http.ResponseWriter, r *http.Request, rules []rule) ([]*rule, []floodgate.Request, bool) {
+	applied := make([]*rule, 0, len(rules))
+	reqs := make([]floodgate.Request, 0, len(rules))
+	for i := range rules {
+		ru := &rules[i]
+		v, ok := ru.Key(r)
+		key := ru.Name + ":" + v
+		if !ok {
+			switch m.opts.Missing {
+			case Pass:
+				continue
+			case Shared:
+				key = ru.Name // no ':', so no value's key can be this one
+			default:
+				writeProblem(w, http.StatusBadRequest, "missing key for rate limit policy "+strconv.Quote(ru.Name))
+				return nil, nil, false
+			}
+		}
+		cost := int64(1)
+		if ru.Cost != nil {
+			c, err := ru.Cost(r)
+			if err == nil && c < 0 {
+				err = fmt.Errorf("negative cost %d", c)
+			}
+			if err != nil {
+				writeProblem(w, http.StatusBadRequest, "rate limit policy "+strconv.Quote(ru.Name)+": "+err.Error())
+				return nil, nil, false
+			}
+			cost = c
+		}
+		applied = append(applied, ru)
+		reqs = append(reqs, floodgate.Request{Key: key, Limit: ru.Limit, Cost: cost})
+	}
+	return applied, reqs, true
+}
+
+// hold keeps an admitted request for its Delay (shaping). It returns false
+// when the request must not be served: its delay is beyond MaxDelay (it is
+// refused) or its client left while held.
+func (m *middleware) hold(w http.ResponseWriter, r *http.Request, applied []*rule, ds []floodgate.Decision, c floodgate.Decision) bool {
+	if c.Delay > m.opts.MaxDelay {
+		// Report the hold as the wait: after it this request's place
+		// has left the queue, so a retry then is not held as long.
+		late := make([]bool, len(ds))
+		for i := range ds {
+			if ds[i].Delay > m.opts.MaxDelay {
+				late[i], ds[i].Allowed, ds[i].RetryAfter = true, false, ds[i].Delay
+			}
+		}
+		m.deny(w, applied, ds, c, late)
+		return false
+	}
+	t := time.NewTimer(c.Delay)
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		t.Stop()
+		return false // the client left: nobody to answer, nothing to serve
+	}
 }
 
 // decide runs the requests all or nothing when the limiter can, else one
