@@ -26,6 +26,10 @@ const (
 // ErrBadRequest is wrapped by every error about a malformed request.
 var ErrBadRequest = errors.New("bad request")
 
+// ErrUnsupported is wrapped by the error of a well-formed request that the
+// configured stores cannot serve (a refund on a store that cannot refund).
+var ErrUnsupported = errors.New("unsupported")
+
 // Code is the answer for a descriptor or a request.
 type Code int
 
@@ -44,8 +48,16 @@ func (c Code) String() string {
 // Descriptor is one descriptor of a request.
 type Descriptor struct {
 	Entries []config.Entry
-	// Hits overrides the request's Hits for this descriptor when > 0.
-	Hits int64
+	// Hits overrides the request's Hits for this descriptor when > 0, or
+	// when HitsSet: Envoy's per-descriptor hits_addend, where 0 reads the
+	// limits without counting.
+	Hits    int64
+	HitsSet bool
+	// Refund gives the hits back instead of taking them (Envoy's
+	// is_negative_hits): for a request that reserved more than it used.
+	// The descriptor is then never over the limit; its statuses tell what
+	// remains after the refund.
+	Refund bool
 	// Override, when set, replaces the limit the policy gives (Envoy's
 	// per-descriptor limit override); it is counted under its own key.
 	Override *floodgate.Limit

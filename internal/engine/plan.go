@@ -16,6 +16,7 @@ type item struct {
 	cost   int64
 	shadow bool // shadow or quota mode: reported, never denies
 	denies bool // requests_per_unit 0: denies without asking a store
+	refund bool // gives cost back (is_negative_hits)
 }
 
 // plan is a request turned into items, decided in groups.
@@ -29,16 +30,16 @@ func newPlan(req Request, descs []config.Descriptor, set *config.Set, rules [][]
 	_, known := set.Policy(req.Domain)
 	for i, d := range req.Descriptors {
 		cost := req.Hits
-		if d.Hits > 0 {
-			cost = d.Hits
-		}
 		if cost == 0 {
 			cost = 1
+		}
+		if d.Hits > 0 || d.HitsSet {
+			cost = d.Hits
 		}
 		if d.Override != nil && known { // Envoy applies an override whatever the tree says
 			rule := config.Rule{Domain: req.Domain, Limit: *d.Override, Count: 1}
 			key := req.Domain + "/!override/" + escapeDescriptor(descs[i]) + "/" + d.Override.String()
-			p.items = append(p.items, item{desc: i, status: LimitStatus{Rule: rule, Limit: *d.Override, Key: key}, cost: cost})
+			p.items = append(p.items, item{desc: i, status: LimitStatus{Rule: rule, Limit: *d.Override, Key: key}, cost: cost, refund: d.Refund})
 			continue
 		}
 		for _, r := range rules[i] {
@@ -50,7 +51,8 @@ func newPlan(req Request, descs []config.Descriptor, set *config.Set, rules [][]
 				status: LimitStatus{Rule: r, Limit: r.Limit, Key: r.StateKey(descs[i])},
 				cost:   cost,
 				shadow: r.ShadowMode || r.QuotaMode,
-				denies: r.DeniesAll(),
+				denies: r.DeniesAll() && !d.Refund,
+				refund: d.Refund,
 			})
 		}
 	}
@@ -83,6 +85,8 @@ func (p *plan) run(ctx context.Context, stores Stores) error {
 	for i := range p.items {
 		it := &p.items[i]
 		switch {
+		case it.refund:
+			continue // see refund, after the rest
 		case it.denies:
 			it.status.Decision = floodgate.Decision{RetryAfter: -1, ResetAfter: it.status.Limit.Period}
 		case it.shadow:
@@ -111,6 +115,31 @@ func (p *plan) run(ctx context.Context, stores Stores) error {
 			return err
 		}
 	}
+	for i := range p.items {
+		if it := &p.items[i]; it.refund {
+			if err := refund(ctx, stores, it); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// refund gives an item's cost back and reads what remains.
+func refund(ctx context.Context, stores Stores, it *item) error {
+	store := stores.For(it.status.Rule)
+	adjuster, ok := store.(floodgate.Adjuster)
+	if !ok {
+		return fmt.Errorf("%w: refunding %s: the store (%T) cannot give hits back", ErrUnsupported, it.status.Key, store)
+	}
+	if err := adjuster.Adjust(ctx, it.status.Key, it.status.Limit, -it.cost); err != nil {
+		return fmt.Errorf("refunding %s: %w", it.status.Key, err)
+	}
+	d, err := store.AllowN(ctx, it.status.Key, it.status.Limit, 0)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", it.status.Key, err)
+	}
+	it.status.Decision = d
 	return nil
 }
 

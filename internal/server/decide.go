@@ -109,6 +109,8 @@ func classify(err error) failure {
 	switch {
 	case isBadInput(err):
 		return failure{http.StatusBadRequest, codes.InvalidArgument, err.Error(), false}
+	case errors.Is(err, engine.ErrUnsupported):
+		return failure{http.StatusNotImplemented, codes.Unimplemented, err.Error(), false}
 	case errors.Is(err, floodgate.ErrStoreUnavailable):
 		return failure{http.StatusServiceUnavailable, codes.Unavailable, "store unavailable", true}
 	case errors.Is(err, context.DeadlineExceeded):

@@ -101,9 +101,7 @@ func fromRLSDescriptor(d *ratelimitv3.RateLimitDescriptor) (engine.Descriptor, e
 	case n > engine.MaxEntries:
 		return out, fmt.Errorf("%d entries, at most %d (too deep)", n, engine.MaxEntries)
 	}
-	if d.GetIsNegativeHits() {
-		return out, fmt.Errorf("is_negative_hits is not supported")
-	}
+	out.Refund = d.GetIsNegativeHits()
 	out.Entries = make([]config.Entry, len(d.GetEntries()))
 	for j, e := range d.GetEntries() {
 		if e.GetKey() == "" {
@@ -115,7 +113,7 @@ func fromRLSDescriptor(d *ratelimitv3.RateLimitDescriptor) (engine.Descriptor, e
 		if h.GetValue() > engine.MaxHits {
 			return out, fmt.Errorf("hits_addend %d above the maximum %d", h.GetValue(), int64(engine.MaxHits))
 		}
-		out.Hits = int64(h.GetValue())
+		out.Hits, out.HitsSet = int64(h.GetValue()), true
 	}
 	if o := d.GetLimit(); o != nil {
 		limit, err := fromOverride(o)
@@ -243,6 +241,8 @@ func httpStatus(c codes.Code) int {
 		return http.StatusServiceUnavailable
 	case codes.DeadlineExceeded:
 		return http.StatusGatewayTimeout
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
 	}
 	return http.StatusInternalServerError
 }

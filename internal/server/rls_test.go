@@ -177,6 +177,38 @@ func TestGRPCDecisions(t *testing.T) {
 	}
 }
 
+// A descriptor's own hits_addend of 0 reads without counting; with
+// is_negative_hits its hits are given back (a request that reserved more
+// than it used), never beyond the full quota, and it is never over the
+// limit.
+func TestGRPCZeroAndNegativeHits(t *testing.T) {
+	h := newHarness(t, setup{})
+	with := func(hits uint64, negative bool) *rlsv3.RateLimitRequest {
+		d := rdesc("user", "dan")
+		d.HitsAddend, d.IsNegativeHits = wrapperspb.UInt64(hits), negative
+		return rreq(d)
+	}
+	for i, s := range []struct {
+		req       *rlsv3.RateLimitRequest
+		code      rlsv3.RateLimitResponse_Code
+		remaining uint32
+	}{
+		{with(0, false), OK, 3},
+		{with(3, false), OK, 0},
+		{with(0, false), OK, 0},
+		{with(1, false), OverLimit, 0},
+		{with(2, true), OK, 2},
+		{with(1, false), OK, 1},
+		{with(9, true), OK, 3}, // back to full, not beyond
+		{with(4, false), OverLimit, 3},
+	} {
+		resp := h.should(s.req)
+		if st := resp.Statuses[0]; resp.OverallCode != s.code || st.Code != s.code || st.LimitRemaining != s.remaining {
+			t.Fatalf("step %d: %v, want %v with %d remaining", i, resp, s.code, s.remaining)
+		}
+	}
+}
+
 func TestGRPCUnlimitedAndUnknown(t *testing.T) {
 	h := newHarness(t, setup{})
 	for _, req := range []*rlsv3.RateLimitRequest{
@@ -344,7 +376,6 @@ func TestGRPCBadInput(t *testing.T) {
 		{"no entries", "descriptors[0]: no entries", rreq(rdesc())},
 		{"empty key", "descriptors[1]: entries[0]: key is empty", rreq(rdesc("user", "x"), rdesc("", "x"))},
 		{"hits too large", "hits_addend 9999999999999 above the maximum", with(func(d *ratelimitv3.RateLimitDescriptor) { d.HitsAddend = wrapperspb.UInt64(9999999999999) })},
-		{"negative hits", "is_negative_hits is not supported", with(func(d *ratelimitv3.RateLimitDescriptor) { d.IsNegativeHits = true })},
 		{"override without unit", "limit override: unit UNKNOWN", with(func(d *ratelimitv3.RateLimitDescriptor) {
 			d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
 		})},
