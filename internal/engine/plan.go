@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -132,7 +133,14 @@ func refund(ctx context.Context, stores Stores, it *item) error {
 	if !ok {
 		return fmt.Errorf("%w: refunding %s: the store (%T) cannot give hits back", ErrUnsupported, it.status.Key, store)
 	}
-	if err := adjuster.Adjust(ctx, it.status.Key, it.status.Limit, -it.cost); err != nil {
+	err := adjuster.Adjust(ctx, it.status.Key, it.status.Limit, -it.cost)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return fmt.Errorf("%w: refunding %s: %w", ErrUnsupported, it.status.Key, err)
+	case errors.Is(err, floodgate.ErrStoreUnavailable):
+		// Nothing was given back; the read below answers as the store's
+		// failure policy says, as a decision would.
+	case err != nil:
 		return fmt.Errorf("refunding %s: %w", it.status.Key, err)
 	}
 	d, err := store.AllowN(ctx, it.status.Key, it.status.Limit, 0)
