@@ -1,0 +1,173 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// leasedSyncWorkers bounds the renewals one Sync runs at once: enough to
+// fill a pipelined Redis connection, few enough to stay polite.
+const leasedSyncWorkers = 32
+
+// Sync does one round of the periodic work: it renews the lease of every
+// key that saw requests since its last report, and gives back and forgets
+// the keys idle for a whole Interval. Start calls it every Interval; tests
+// and simulations call it on their own clock. It returns the errors of the
+// renewals that failed, joined (the keys concerned keep their leases until
+// they end, then use the safe capacity).
+func (l *Leased) Sync(ctx context.Context) error {
+	keys, entries := l.snapshot()
+
+	errs := make([]error, len(keys))
+	sem := make(chan struct{}, leasedSyncWorkers)
+	var wg sync.WaitGroup
+	for i := range keys {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = l.syncKey(ctx, keys[i], entries[i])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// syncKey renews one key's lease, or gives it back when the key was idle
+// for an Interval.
+func (l *Leased) syncKey(ctx context.Context, key string, e *leasedEntry) error {
+	e.mu.Lock()
+	if e.gone || e.renewing {
+		e.mu.Unlock()
+		return nil
+	}
+	now := l.clock.Now()
+	limit := e.limit
+	if e.requested == 0 && (e.reportedAt.IsZero() || now.Sub(e.reportedAt) >= l.cfg.Interval) {
+		return l.releaseUnlock(ctx, key, e, now)
+	}
+	sentAt := now
+	req, reported := l.beginRenewal(e, key, limit, sentAt, false)
+	e.mu.Unlock()
+	grant, err := l.call(ctx, req)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return l.finishRenewal(e, req, reported, sentAt, grant, err)
+}
+
+// releaseUnlock forgets an idle key and, when its lease still holds unused
+// units of the current window, gives them back to the coordinator. It
+// unlocks e. The entry stays in place, admitting nothing, until the
+// coordinator has answered: a new entry's renewal must not overtake the
+// release, or the release would shrink a grant the new entry relies on.
+func (l *Leased) releaseUnlock(ctx context.Context, key string, e *leasedEntry, now time.Time) error {
+	var err error
+	if e.valid(now) && e.used < e.granted {
+		req, _ := l.beginRenewal(e, key, e.limit, now, true)
+		e.mu.Unlock()
+		_, err = l.call(ctx, req)
+		e.mu.Lock()
+		e.renewing = false
+	}
+	l.entries.CompareAndDelete(key, e)
+	e.gone = true
+	e.mu.Unlock()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// Release gives back the unused units of every lease and forgets every key,
+// as a node does before it leaves. Requests after it take new leases.
+func (l *Leased) Release(ctx context.Context) error {
+	keys, entries := l.snapshot()
+	var errs []error
+	for i, e := range entries {
+		e.mu.Lock()
+		if e.gone || e.renewing {
+			e.mu.Unlock()
+			continue
+		}
+		errs = append(errs, l.releaseUnlock(ctx, keys[i], e, l.clock.Now()))
+	}
+	return errors.Join(errs...)
+}
+
+// snapshot lists the keys and their entries.
+func (l *Leased) snapshot() ([]string, []*leasedEntry) {
+	var keys []string
+	var entries []*leasedEntry
+	l.entries.Range(func(k, v any) bool {
+		keys, entries = append(keys, k.(string)), append(entries, v.(*leasedEntry))
+		return true
+	})
+	return keys, entries
+}
+
+// leasedLoop is the optional background loop of Start.
+type leasedLoop struct {
+	mu   sync.Mutex
+	stop chan struct{}
+	done chan struct{}
+}
+
+// ErrLeasedStarted is returned by Start on a Leased already started.
+var ErrLeasedStarted = errors.New("cluster: leased strategy already started")
+
+// Start runs Sync every Interval on a real ticker, in a goroutine of its
+// own, until Close. Failed rounds are logged, not retried early: the next
+// tick comes within an Interval anyway.
+func (l *Leased) Start() error {
+	l.loop.mu.Lock()
+	defer l.loop.mu.Unlock()
+	if l.loop.stop != nil {
+		return ErrLeasedStarted
+	}
+	l.loop.stop, l.loop.done = make(chan struct{}), make(chan struct{})
+	go l.run(l.loop.stop, l.loop.done)
+	return nil
+}
+
+func (l *Leased) run(stop, done chan struct{}) {
+	defer close(done)
+	ticker := time.NewTicker(l.cfg.Interval)
+	defer ticker.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-done:
+		}
+	}()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ticker.C:
+			if err := l.Sync(ctx); err != nil && ctx.Err() == nil {
+				l.log.Debug("leased: sync round had failures", "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the loop of Start, if running, and gives back the unused
+// units of every lease (each call bounded by the Timeout), so that the
+// other nodes can use them before the window ends.
+func (l *Leased) Close() {
+	l.loop.mu.Lock()
+	stop, done := l.loop.stop, l.loop.done
+	l.loop.stop, l.loop.done = nil, nil
+	l.loop.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	_ = l.Release(context.Background())
+	l.safe.Close()
+}
