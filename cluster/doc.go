@@ -1,26 +1,38 @@
 // Package cluster shares one global limit among the nodes of a fleet. Each
 // strategy is a floodgate.Limiter that wraps the in-memory store and/or a
 // shared store, and picks another point between accuracy on one side and
-// latency and availability on the other:
+// latency and availability on the other (N nodes, R the limit per window,
+// T the sync interval, D the network or gossip delay, λ a node's arrival
+// rate):
 //
-//	strategy  fast path                         shared traffic         overshoot                  undershoot
-//	exact     a Redis script per decision       every decision         0                          0
-//	local     memory, limit/N per node          none                   0                          large under skew
-//	leased    memory, against a lease of quota  one call per key per T 0 (leases ≤ the budget)    unused leases
-//	synced    memory + last global total        one call per key per T admissions on stale totals small
-//	sampled   memory + a counter updated w.p. p p × decisions          variance ∝ 1/p             same
-//	gossip    memory + a G-counter per window   deltas per T, no Redis admissions in gossip delay small
+//	strategy  fast path                      shared traffic              overshoot per window                undershoot
+//	exact     a Redis script per decision    every decision              0                                   0
+//	local     memory, R/N per node           none                        0 (while nodes agree on N)          Σ max(0, arrivals − share) ≤ R − ⌊R/N⌋
+//	leased    memory, against a lease        one call per key per T      0 while Redis answers; ≤ N·S cut off unused leases
+//	synced    memory + last global total     one batched call per T      ≤ Σ_{j≠i} min(λ_j(2T+D), R)          0 (unit costs)
+//	sampled   memory + counter w.p. p by 1/p p per admitted request      z·√(R(1−p)/p) + staleness, w.p. ≥ 1−1/(1+z²) z·√(R(1−p)/p)
+//	gossip    memory + G-counter per window  broadcasts + push/pull      ≤ (N−1)·min(λD, R)                  0
 //
 // exact is the redisstore package as it is. Every other strategy states
-// its worst-case overshoot and undershoot, as formulas in N (nodes), T (the
-// sync interval), R (the limit's rate), the arrival rate and the network
-// delay, in the doc comment of its constructor, and its tests check the
-// measured error against that bound.
+// its worst-case overshoot and undershoot, and what clock skew does to it,
+// in the doc comment of its constructor (NewLocal, NewLeased, NewSynced,
+// NewSampled, NewGossip), and its tests check the measured error against
+// that bound over tables of N and T. leased, synced, sampled and gossip
+// count windows (fixed_window; synced and sampled also sliding_window);
+// local serves every algorithm.
 //
 // Every strategy reads time from a floodgate.Clock and reaches the other
-// nodes and the shared store through interfaces (Members, and one per
-// strategy for its shared state), so that a simulation can run the same code
-// on a virtual clock and network. Windows are aligned to the shared store's
-// clock or to logical epochs, never to each node's wall clock, so clock skew
-// between nodes does not move them.
+// nodes and the shared store through interfaces (Members; Coordinator for
+// leased, Counter for synced and sampled, GossipTransport for gossip), each
+// with a Redis or memberlist implementation and an in-memory one, so that a
+// simulation runs the same code on a virtual clock and network. Windows are
+// aligned to the shared store's clock (leased, synced, sampled) or to
+// epochs of the limit's period (gossip), never to each node's wall clock.
+//
+// Periodic work is a method that does one round (Sync, Tick), which tests
+// and simulations call on virtual time, and Start, which runs it on a real
+// ticker until Close.
+//
+// Membership (hashicorp/memberlist) implements Members and carries the
+// gossip strategy's state; StaticMembers is a fixed fleet.
 package cluster

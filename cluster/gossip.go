@@ -54,7 +54,7 @@ type Gossip struct {
 	mu      sync.Mutex
 	replica *gossipReplica
 
-	loop gossipLoop
+	loop roundLoop
 }
 
 var (

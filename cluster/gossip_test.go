@@ -377,8 +377,12 @@ func TestGossipStartCollectsInTheBackground(t *testing.T) {
 	if _, err := g.AllowN(t.Context(), "k", limit, 1); err != nil {
 		t.Fatal(err)
 	}
-	g.Start(t.Context())
-	g.Start(t.Context()) // a second Start is a no-op
+	if err := g.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(t.Context()); !errors.Is(err, ErrStarted) {
+		t.Fatalf("a second Start: %v, want ErrStarted", err)
+	}
 	defer g.Close()
 	clock.Advance(time.Second)
 	membershipEventually(t, 2*time.Second, "the loop drops the ended window", func() bool { return g.Keys() == 0 })

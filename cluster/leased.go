@@ -24,7 +24,7 @@ type Leased struct {
 	offset  atomic.Int64 // ns: coordinator time minus this node's, at the last grant
 	down    atomic.Bool  // the last renewal found the coordinator unreachable
 	entries sync.Map     // key → *leasedEntry; lock-free lookups on the fast path
-	loop    leasedLoop
+	loop    roundLoop
 }
 
 // NewLeased returns the leased strategy (ローカル割当＋定期同期 done so that

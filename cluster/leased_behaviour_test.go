@@ -396,11 +396,11 @@ func TestLeasedStartRunsSyncOnATicker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Start(); err != nil {
+	if err := l.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Start(); !errors.Is(err, ErrLeasedStarted) {
-		t.Errorf("second Start: err = %v, want ErrLeasedStarted", err)
+	if err := l.Start(context.Background()); !errors.Is(err, ErrStarted) {
+		t.Errorf("second Start: err = %v, want ErrStarted", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for probe.count() < 3 && time.Now().Before(deadline) {

@@ -107,67 +107,18 @@ func (l *Leased) snapshot() ([]string, []*leasedEntry) {
 	return keys, entries
 }
 
-// leasedLoop is the optional background loop of Start.
-type leasedLoop struct {
-	mu   sync.Mutex
-	stop chan struct{}
-	done chan struct{}
-}
-
-// ErrLeasedStarted is returned by Start on a Leased already started.
-var ErrLeasedStarted = errors.New("cluster: leased strategy already started")
-
 // Start runs Sync every Interval on a real ticker, in a goroutine of its
-// own, until Close. Failed rounds are logged, not retried early: the next
-// tick comes within an Interval anyway.
-func (l *Leased) Start() error {
-	l.loop.mu.Lock()
-	defer l.loop.mu.Unlock()
-	if l.loop.stop != nil {
-		return ErrLeasedStarted
-	}
-	l.loop.stop, l.loop.done = make(chan struct{}), make(chan struct{})
-	go l.run(l.loop.stop, l.loop.done)
-	return nil
-}
-
-func (l *Leased) run(stop, done chan struct{}) {
-	defer close(done)
-	ticker := time.NewTicker(l.cfg.Interval)
-	defer ticker.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-done:
-		}
-	}()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ticker.C:
-			if err := l.Sync(ctx); err != nil && ctx.Err() == nil {
-				l.log.Debug("leased: sync round had failures", "err", err)
-			}
-		}
-	}
+// own, until Close or until ctx ends. It fails with ErrStarted while
+// running, ErrClosed after Close.
+func (l *Leased) Start(ctx context.Context) error {
+	return l.loop.start(ctx, l.cfg.Interval, l.Sync, l.log, "leased")
 }
 
 // Close stops the loop of Start, if running, and gives back the unused
 // units of every lease (each call bounded by the Timeout), so that the
 // other nodes can use them before the window ends.
 func (l *Leased) Close() {
-	l.loop.mu.Lock()
-	stop, done := l.loop.stop, l.loop.done
-	l.loop.stop, l.loop.done = nil, nil
-	l.loop.mu.Unlock()
-	if stop != nil {
-		close(stop)
-		<-done
-	}
+	l.loop.stop()
 	_ = l.Release(context.Background())
 	l.safe.Close()
 }

@@ -13,15 +13,6 @@ import (
 // configuration.
 var ErrInvalidLocalConfig = errors.New("cluster: invalid config")
 
-// MemberRanker is implemented by Members that know the names of the live
-// nodes (Membership does). Rank is this node's 0-based position among them
-// in an order all nodes agree on (sorted names); it lets the local strategy
-// hand the remainder of a division to the first nodes instead of dropping
-// it.
-type MemberRanker interface {
-	Rank() int
-}
-
 // LocalConfig configures NewLocal.
 type LocalConfig struct {
 	// Members tells the live node count (and, through MemberRanker, this

@@ -10,6 +10,15 @@ type Members interface {
 	Count() int
 }
 
+// MemberRanker is implemented by Members that know the names of the live
+// nodes (Membership does). Rank is this node's 0-based position among them
+// in an order all nodes agree on (sorted names); it lets the local strategy
+// hand the remainder of a division to the first nodes instead of dropping
+// it.
+type MemberRanker interface {
+	Rank() int
+}
+
 // StaticMembers is a fixed membership: a node that knows the size of its
 // fleet from its configuration, or a test.
 type StaticMembers struct {

@@ -48,7 +48,7 @@ type Synced struct {
 	round  sync.Mutex   // one round at a time
 	lastOK atomic.Int64 // node clock, µs, at the end of the last successful round
 
-	loop syncedLoop
+	loop roundLoop
 }
 
 // NewSynced returns a synced limiter; call Sync every T, or Start to have

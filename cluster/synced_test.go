@@ -279,7 +279,7 @@ func TestSyncedBackgroundLoop(t *testing.T) {
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "already started") {
+	if err := s.Start(context.Background()); !errors.Is(err, cluster.ErrStarted) {
 		t.Fatalf("second Start: %v", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -297,7 +297,7 @@ func TestSyncedBackgroundLoop(t *testing.T) {
 	}
 	s.Close()
 	s.Close()
-	if err := s.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "after Close") {
+	if err := s.Start(context.Background()); !errors.Is(err, cluster.ErrClosed) {
 		t.Fatalf("Start after Close: %v", err)
 	}
 }
