@@ -66,3 +66,16 @@ func (l *roundLoop) stop() {
 		<-done
 	}
 }
+
+// HonorsDeadline reports that AllowN returns by its context's deadline: it
+// decides in memory, and a renewal it makes inline is bounded by the
+// context (failover.DeadlineAware, so a failure policy calls it inline).
+func (l *Leased) HonorsDeadline() bool { return true }
+
+// HonorsDeadline reports that AllowN decides in memory, never waiting for
+// the shared store (failover.DeadlineAware).
+func (s *Synced) HonorsDeadline() bool { return true }
+
+// HonorsDeadline reports that AllowN returns by its context's deadline
+// (failover.DeadlineAware): a push it makes inline is bounded by it.
+func (s *Sampled) HonorsDeadline() bool { return true }

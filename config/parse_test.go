@@ -72,7 +72,7 @@ func TestInvalidFiles(t *testing.T) {
 		{"unit_and_period.yaml", 6, "give unit or period, not both"},
 		{"rate_limit_and_rate_limits.yaml", 7, "give rate_limit or rate_limits, not both"},
 		{"bad_failure_mode.yaml", 7, `unknown failure_mode "fail_sometimes" (want one of fail_open, fail_closed, fail_local)`},
-		{"bad_strategy.yaml", 7, `unknown strategy "gossip" (want one of exact)`},
+		{"bad_strategy.yaml", 7, `unknown strategy "gossipy" (want one of exact, local, leased, synced, sampled, gossip)`},
 		{"burst_on_window.yaml", 7, "burst applies to token_bucket and leaky_bucket only, not to fixed_window"},
 		{"bad_period.yaml", 5, `period must be a positive duration such as 1s, 5m or 1500ms, not "5 minutes"`},
 		{"period_not_microseconds.yaml", 5, "invalid limit: period 1.5µs is not a whole number of microseconds"},

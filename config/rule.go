@@ -39,12 +39,26 @@ const (
 	// StrategyExact decides every request against the shared store: one
 	// exact count for the whole fleet.
 	StrategyExact Strategy = "exact"
+	// StrategyLocal enforces limit/N on each node, in memory.
+	StrategyLocal Strategy = "local"
+	// StrategyLeased serves from leases of quota taken from a budget in
+	// Redis, redistributed by demand every sync interval.
+	StrategyLeased Strategy = "leased"
+	// StrategySynced counts locally and syncs the global total with Redis
+	// every sync interval.
+	StrategySynced Strategy = "synced"
+	// StrategySampled updates the shared counter with probability p by 1/p.
+	StrategySampled Strategy = "sampled"
+	// StrategyGossip spreads per-window G-counters between the nodes with
+	// memberlist; no Redis.
+	StrategyGossip Strategy = "gossip"
 )
 
-// Strategies lists the strategies a rate_limit may name. It grows with the
-// cluster strategies (local, leased, synced, sampled, gossip); until one is
-// implemented it is refused rather than silently counted as exact.
-func Strategies() []Strategy { return []Strategy{StrategyExact} }
+// Strategies lists the strategies a rate_limit may name; package cluster
+// implements them and documents each one's error bound.
+func Strategies() []Strategy {
+	return []Strategy{StrategyExact, StrategyLocal, StrategyLeased, StrategySynced, StrategySampled, StrategyGossip}
+}
 
 // Rule is one limit that applies to a descriptor. Rules come from a [Set],
 // which shares them between callers: treat them, their slices and their

@@ -162,6 +162,9 @@ func (l *Limiter) HonorsDeadline() bool { return true }
 // they share its pipelined connections instead of opening their own.
 func (l *Limiter) Client() rueidis.Client { return l.client }
 
+// KeyPrefix is the prefix of every key the Limiter writes.
+func (l *Limiter) KeyPrefix() string { return l.cfg.KeyPrefix }
+
 // Close closes the connections.
 func (l *Limiter) Close() { l.client.Close() }
 

@@ -44,6 +44,7 @@ type serveFlags struct {
 	headers      bool
 	atomic       bool
 	logFormat    string
+	fleet        fleetFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -56,7 +57,12 @@ func newServeCmd() *cobra.Command {
 			"built-in example policy; without --redis it counts in memory.\n\n" +
 			"Every flag can also be set in the environment: FLOODGATE_CONFIG, FLOODGATE_REDIS, FLOODGATE_HTTP,\n" +
 			"FLOODGATE_GRPC, FLOODGATE_ADMIN_TOKEN, FLOODGATE_FAILURE_MODE, FLOODGATE_STORE_TIMEOUT,\n" +
-			"FLOODGATE_REDIS_PREFIX, FLOODGATE_HEADERS, FLOODGATE_ATOMIC, FLOODGATE_LOG_FORMAT (flags win).",
+			"FLOODGATE_REDIS_PREFIX, FLOODGATE_HEADERS, FLOODGATE_ATOMIC, FLOODGATE_LOG_FORMAT, FLOODGATE_STRATEGY,\n" +
+			"FLOODGATE_NODE_NAME, FLOODGATE_CLUSTER_BIND, FLOODGATE_CLUSTER_JOIN, FLOODGATE_NODES,\n" +
+			"FLOODGATE_SYNC_INTERVAL, FLOODGATE_SAMPLE_ONE_IN (flags win).\n\n" +
+			"Several nodes share their limits by a strategy (--strategy, or strategy: per limit in the policy):\n" +
+			"exact counts every request in Redis; local enforces limit/N per node; leased, synced and sampled\n" +
+			"keep shared state in Redis and decide in memory; gossip needs no Redis, only --cluster-bind.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd); err != nil {
@@ -77,6 +83,7 @@ func newServeCmd() *cobra.Command {
 	fl.BoolVar(&f.headers, "headers", true, "add RateLimit-Policy and RateLimit to Envoy's response_headers_to_add")
 	fl.BoolVar(&f.atomic, "atomic", false, "decide all descriptors of an Envoy request all or nothing (default: each on its own, as Envoy's service does)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	f.fleet.register(fl)
 	return cmd
 }
 
@@ -125,12 +132,21 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		return err
 	}
 	defer st.close()
+	if st.fleet, err = openFleet(ctx, f.fleet, policies, st.redis, f.storeTimeout, log); err != nil {
+		return err
+	}
+	if l := st.fleet.For(config.Rule{}, defaultMode); l != nil {
+		st.explicit = l // requests with an explicit limit follow --strategy too
+	}
 
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	eng := engine.New(policies, st)
 	reload := func() error {
 		set, err := loadPolicies(f.config)
+		if err == nil {
+			err = st.fleet.check(set)
+		}
 		m.ConfigReload(err == nil)
 		if err != nil {
 			log.Error("config reload failed; keeping the policies in force", "error", err)
@@ -168,7 +184,8 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	}
 	go st.report(ctx, m, time.Second)
 	log.Info("floodgate serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
-		"store", st.name, "policy", policySource(f.config), "domains", policies.Domains())
+		"store", st.name, "strategy", f.fleet.strategy, "nodes", st.fleet.members.Count(),
+		"policy", policySource(f.config), "domains", policies.Domains())
 	err = srv.Serve(ctx, httpLn, grpcLn)
 	log.Info("floodgate stopped")
 	return err
@@ -223,6 +240,7 @@ type stores struct {
 	redis       *redisstore.Limiter
 	byMode      map[failover.Mode]*failover.Limiter
 	defaultMode failover.Mode
+	fleet       *fleet // the cluster strategies; nil until serve opens them
 }
 
 func openStores(f serveFlags, defaultMode failover.Mode, log *slog.Logger) (*stores, error) {
@@ -250,12 +268,17 @@ func openStores(f serveFlags, defaultMode failover.Mode, log *slog.Logger) (*sto
 
 // For implements engine.Stores.
 func (s *stores) For(rule config.Rule) floodgate.Limiter {
-	if s.memory != nil {
-		return s.memory
-	}
 	mode := rule.FailureMode
 	if mode == "" {
 		mode = s.defaultMode
+	}
+	if s.fleet != nil {
+		if l := s.fleet.For(rule, mode); l != nil {
+			return l
+		}
+	}
+	if s.memory != nil {
+		return s.memory
 	}
 	return s.byMode[mode]
 }
@@ -319,6 +342,9 @@ func (s *stores) reset(ctx context.Context, key string) error {
 }
 
 func (s *stores) close() {
+	if s.fleet != nil {
+		s.fleet.close()
+	}
 	for _, l := range s.byMode {
 		l.Close()
 	}

@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cluster"
+	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/redisstore"
+)
+
+// fleetFlags say how this node shares its limits with the rest of a fleet.
+type fleetFlags struct {
+	strategy     string
+	nodeName     string
+	clusterBind  string
+	clusterJoin  string
+	nodes        int
+	syncInterval time.Duration
+	sampleOneIn  int64
+}
+
+func (f *fleetFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.strategy, "strategy", string(config.StrategyExact), "how limits without their own strategy are shared between nodes: exact, local, leased, synced, sampled or gossip")
+	fl.StringVar(&f.nodeName, "node-name", "", "this node's name in the cluster, unique (default: the host name and a random suffix)")
+	fl.StringVar(&f.clusterBind, "cluster-bind", "", "host:port for the cluster's gossip (memberlist), e.g. 127.0.0.1:7946 (empty: no membership; the fleet is --nodes nodes)")
+	fl.StringVar(&f.clusterJoin, "cluster-join", "", "host:port of members already running, comma-separated")
+	fl.IntVar(&f.nodes, "nodes", 1, "the fleet's size, for local and leased shares, when there is no --cluster-bind")
+	fl.DurationVar(&f.syncInterval, "sync-interval", 100*time.Millisecond, "T: how often leased, synced and gossip sync with the fleet")
+	fl.Int64Var(&f.sampleOneIn, "sample-one-in", 10, "sampled: the shared counter is updated for 1 in this many admitted requests")
+}
+
+// fleet holds this node's cluster strategies, each built only if some
+// limit or the default uses it.
+type fleet struct {
+	defaultStrategy config.Strategy
+	members         cluster.Members
+	membership      *cluster.Membership
+	// limiters are the strategies by name, and for those that reach Redis
+	// one failure-policy wrapper per mode.
+	limiters map[config.Strategy]map[failover.Mode]floodgate.Limiter
+	closers  []func()
+}
+
+// openFleet builds the strategies the policies and the default name, on
+// the Redis store when there is one. exact is not among them: it is the
+// store itself.
+func openFleet(ctx context.Context, f fleetFlags, policies *config.Set, rs *redisstore.Limiter, storeTimeout time.Duration, log *slog.Logger) (*fleet, error) {
+	fl := &fleet{defaultStrategy: config.Strategy(f.strategy), limiters: map[config.Strategy]map[failover.Mode]floodgate.Limiter{}}
+	if !isStrategy(fl.defaultStrategy) {
+		return nil, fmt.Errorf("--strategy %q: want one of %s", f.strategy, strategyNames())
+	}
+	needed := fl.needed(policies)
+	if err := fl.joinMembership(ctx, f, needed, log); err != nil {
+		return nil, err
+	}
+	for _, s := range needed {
+		if err := fl.open(ctx, s, f, rs, storeTimeout, log); err != nil {
+			fl.close()
+			return nil, err
+		}
+	}
+	if fl.membership != nil {
+		if err := fl.membership.Join(ctx, splitList(f.clusterJoin)); err != nil {
+			fl.close()
+			return nil, fmt.Errorf("--cluster-join %s: %w", f.clusterJoin, err)
+		}
+	}
+	return fl, nil
+}
+
+// needed lists the cluster strategies in use: the default and every rule's.
+func (fl *fleet) needed(policies *config.Set) []config.Strategy {
+	seen := map[config.Strategy]bool{}
+	var out []config.Strategy
+	add := func(s config.Strategy) {
+		if s != "" && s != config.StrategyExact && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	add(fl.defaultStrategy)
+	for _, domain := range policies.Domains() {
+		p, _ := policies.Policy(domain)
+		for _, r := range p.Rules() {
+			add(r.Strategy)
+		}
+	}
+	return out
+}
+
+// joinMembership starts memberlist when --cluster-bind asks for it (the
+// join itself comes after the strategies, so that gossip's state rides on
+// the join's exchange); otherwise the fleet is a static --nodes.
+func (fl *fleet) joinMembership(ctx context.Context, f fleetFlags, needed []config.Strategy, log *slog.Logger) error {
+	name := f.nodeName
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node-name not given and no host name: %w", err)
+		}
+		// Nodes are told apart by name (leases, gossip slots), and several
+		// may run on one host.
+		name = host + "-" + rand.Text()[:8]
+	}
+	if f.clusterBind == "" {
+		if f.nodes < 1 {
+			return fmt.Errorf("--nodes %d: want at least 1", f.nodes)
+		}
+		for _, s := range needed {
+			if s == config.StrategyGossip {
+				return errors.New("strategy gossip needs --cluster-bind (and --cluster-join for every node but the first)")
+			}
+		}
+		fl.members = cluster.StaticMembers{Name: name, Nodes: f.nodes}
+		return nil
+	}
+	m, err := cluster.NewMembership(ctx, cluster.MembershipConfig{Name: name, BindAddr: f.clusterBind, Logger: log})
+	if err != nil {
+		return fmt.Errorf("--cluster-bind %s: %w", f.clusterBind, err)
+	}
+	fl.membership, fl.members = m, m
+	fl.closers = append(fl.closers, func() { _ = m.Close() })
+	log.Info("cluster membership", "node", name, "bind", m.Addr())
+	return nil
+}
+
+// open builds one strategy.
+func (fl *fleet) open(ctx context.Context, s config.Strategy, f fleetFlags, rs *redisstore.Limiter, storeTimeout time.Duration, log *slog.Logger) error {
+	if rs == nil && (s == config.StrategyLeased || s == config.StrategySynced || s == config.StrategySampled) {
+		return fmt.Errorf("strategy %s keeps its shared state in Redis: give --redis", s)
+	}
+	var l floodgate.Limiter
+	var closeIt func()
+	var start func(context.Context) error
+	var err error
+	switch s {
+	case config.StrategyLocal:
+		var local *cluster.Local
+		local, err = cluster.NewLocal(cluster.LocalConfig{Members: fl.members})
+		l, closeIt = local, local.Close
+	case config.StrategyGossip:
+		var g *cluster.Gossip
+		g, err = cluster.NewGossip(cluster.GossipConfig{Members: fl.members, Transport: fl.membership, Interval: f.syncInterval, Logger: log})
+		if err == nil {
+			fl.membership.Attach(g)
+		}
+		l, closeIt, start = g, g.Close, g.Start
+	case config.StrategyLeased:
+		var c *cluster.RedisCoordinator
+		c, err = cluster.NewRedisCoordinator(cluster.RedisCoordinatorConfig{Client: rs.Client(), KeyPrefix: rs.KeyPrefix() + "lease:", Timeout: storeTimeout})
+		if err == nil {
+			var le *cluster.Leased
+			le, err = cluster.NewLeased(cluster.LeasedConfig{Coordinator: c, Members: fl.members, Interval: f.syncInterval, Timeout: storeTimeout, Logger: log})
+			l, closeIt, start = le, le.Close, le.Start
+		}
+	case config.StrategySynced, config.StrategySampled:
+		var c *cluster.RedisCounter
+		c, err = cluster.NewRedisCounter(cluster.RedisCounterConfig{Client: rs.Client(), KeyPrefix: rs.KeyPrefix() + string(s) + ":", Timeout: storeTimeout})
+		if err == nil && s == config.StrategySynced {
+			var sy *cluster.Synced
+			sy, err = cluster.NewSynced(cluster.SyncedConfig{Counter: c, Interval: f.syncInterval, Logger: log})
+			l, closeIt, start = sy, sy.Close, sy.Start
+		} else if err == nil {
+			var sa *cluster.Sampled
+			sa, err = cluster.NewSampled(cluster.SampledConfig{Counter: c, OneIn: f.sampleOneIn})
+			l, closeIt = sa, sa.Close
+		}
+	default:
+		return fmt.Errorf("unknown strategy %q", s)
+	}
+	if err != nil {
+		return fmt.Errorf("strategy %s: %w", s, err)
+	}
+	fl.closers = append(fl.closers, closeIt)
+	if start != nil {
+		if err := start(ctx); err != nil {
+			return fmt.Errorf("strategy %s: %w", s, err)
+		}
+	}
+	return fl.wrap(s, l, rs != nil, storeTimeout, log)
+}
+
+// wrap puts the strategies that reach Redis behind one failure policy per
+// mode, as the exact store is; the others have no store to lose.
+func (fl *fleet) wrap(s config.Strategy, l floodgate.Limiter, shared bool, timeout time.Duration, log *slog.Logger) error {
+	byMode := map[failover.Mode]floodgate.Limiter{}
+	fl.limiters[s] = byMode
+	if !shared || s == config.StrategyLocal || s == config.StrategyGossip {
+		byMode[""] = l
+		return nil
+	}
+	for _, mode := range failover.Modes() {
+		w, err := failover.New(l, failover.Config{Mode: mode, Timeout: timeout, Logger: log})
+		if err != nil {
+			return err
+		}
+		byMode[mode] = w
+		fl.closers = append(fl.closers, w.Close)
+	}
+	return nil
+}
+
+// For returns the limiter of a rule's strategy (the default when the rule
+// names none), or nil for exact: the store itself.
+func (fl *fleet) For(rule config.Rule, mode failover.Mode) floodgate.Limiter {
+	s := rule.Strategy
+	if s == "" {
+		s = fl.defaultStrategy
+	}
+	byMode, ok := fl.limiters[s]
+	if !ok {
+		return nil
+	}
+	if l, ok := byMode[""]; ok {
+		return l
+	}
+	return byMode[mode]
+}
+
+// check reports policies that name a strategy this node did not build
+// (a reload that brings in a new one needs a restart).
+func (fl *fleet) check(policies *config.Set) error {
+	for _, s := range fl.needed(policies) {
+		if _, ok := fl.limiters[s]; !ok {
+			return fmt.Errorf("the policies use strategy %s, which this node did not start with: restart it to add one", s)
+		}
+	}
+	return nil
+}
+
+func (fl *fleet) close() {
+	for i := len(fl.closers) - 1; i >= 0; i-- {
+		fl.closers[i]()
+	}
+}
+
+func isStrategy(s config.Strategy) bool {
+	for _, k := range config.Strategies() {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+func strategyNames() string {
+	var names []string
+	for _, s := range config.Strategies() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
