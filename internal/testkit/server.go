@@ -137,6 +137,15 @@ func (s *Server) Addr() string {
 // Port returns the TCP port; the cluster bus of a cluster node is Port+10000.
 func (s *Server) Port() int { return s.port }
 
+// Pid is the process id of the running server (of the program it runs
+// under, with UnderProgram); 0 when it is not running.
+func (s *Server) Pid() int {
+	if p := s.current(); p != nil && !p.exited() {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}
+
 // Running reports whether the server process is alive.
 func (s *Server) Running() bool {
 	p := s.current()
@@ -276,6 +285,9 @@ func (s *Server) spawn() (*process, error) {
 	// Not CommandContext: the process must outlive contexts that end early
 	// and die only through Kill, Stop or Cleanup.
 	cmd := exec.Command(s.bin, s.args()...)
+	if len(s.cfg.prefix) > 0 {
+		cmd = exec.Command(s.cfg.prefix[0], append(append(s.cfg.prefix[1:len(s.cfg.prefix):len(s.cfg.prefix)], s.bin), s.args()...)...)
+	}
 	cmd.Dir = s.dir
 	// An *os.File, unlike a buffer, needs no copying goroutine, so Wait
 	// cannot block on a pipe and a crash log survives on disk.

@@ -62,6 +62,14 @@ type Option func(*serverConfig)
 type serverConfig struct {
 	args     []string
 	password string
+	prefix   []string // a program that runs redis-server, with its arguments
+}
+
+// UnderProgram runs redis-server under another program, e.g.
+// UnderProgram("valgrind", "--tool=callgrind") to count its instructions.
+// Such a server starts slowly: StartServer waits for it as for any other.
+func UnderProgram(prefix ...string) Option {
+	return func(c *serverConfig) { c.prefix = append([]string(nil), prefix...) }
 }
 
 // WithArgs appends extra redis-server command-line arguments, e.g.
