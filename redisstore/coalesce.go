@@ -138,7 +138,8 @@ func (b *batcher) send(batch []*pending) {
 
 // batchCall is the KEYS and ARGV of many.lua for a batch: the limits are
 // sent once each, and each request names its own only when there are
-// several.
+// several; the cost once when all requests have the same (every ARGV
+// element costs Redis a string and the script a conversion).
 func batchCall(now, slack string, batch []*pending) (keys, args []string) {
 	keys = make([]string, len(batch))
 	var limits []*compiled
@@ -164,8 +165,12 @@ func batchCall(now, slack string, batch []*pending) (keys, args []string) {
 	for _, c := range limits {
 		args = append(args, c.single...)
 	}
-	for _, p := range batch {
-		args = append(args, strconv.FormatInt(p.cost, 10))
+	if sameCost(batch) {
+		args = append(args, strconv.FormatInt(batch[0].cost, 10))
+	} else {
+		for _, p := range batch {
+			args = append(args, strconv.FormatInt(p.cost, 10))
+		}
 	}
 	if len(limits) > 1 {
 		for _, w := range which {
@@ -173,4 +178,15 @@ func batchCall(now, slack string, batch []*pending) (keys, args []string) {
 		}
 	}
 	return keys, args
+}
+
+// sameCost reports whether a batch of more than one request costs the same
+// throughout (a batch of one sends its cost as a list of one: the same).
+func sameCost(batch []*pending) bool {
+	for _, p := range batch[1:] {
+		if p.cost != batch[0].cost {
+			return false
+		}
+	}
+	return len(batch) > 1
 }

@@ -10,8 +10,9 @@
 -- KEYS: one per request. ARGV: now (µs; negative: the server's TIME), TTL
 -- slack (ms), m, then m limits of WIDTH values each (the algorithm and the
 -- parameters its single-request script reads, see singleArgs in
--- scripts.go), then one cost per request, then, when m > 1, the number of
--- each request's limit (1..m).
+-- scripts.go), then the costs: one, when every request costs the same, else
+-- one per request; then, when m > 1, the number of each request's limit
+-- (1..m).
 -- Returns {allowed, limit, remaining, retry_after, reset_after, delay} per
 -- request, flat, then the time they were decided at.
 local now = ARGV[1] + 0
@@ -22,18 +23,26 @@ end
 local m = ARGV[3] + 0
 local n = #KEYS
 local costs = 3 + m * WIDTH
-local which = costs + n
-local keys, argv = {}, {now, 0, ARGV[2]}
+local which = #ARGV - n -- the limits' numbers, when m > 1
+local same = nil -- the cost of every request, when sent once
+if m == 1 and #ARGV == costs + 1 or m > 1 and #ARGV == costs + 1 + n then
+  same = ARGV[costs + 1] + 0
+end
+-- The limits' values go to one_request as numbers, converted once per
+-- batch, not per request: its "ARGV[i] + 0" then costs an addition, not a
+-- string-to-number conversion (strtod, the dearest step of a decision after
+-- the Redis commands).
+local keys, argv = {}, {now, 0, ARGV[2] + 0}
 local out, o, current = {}, 0, 0
 for i = 1, n do
   local s = 1
   if m > 1 then s = ARGV[which + i] + 0 end
   if s ~= current then
     local base = 3 + (s - 1) * WIDTH
-    for j = 1, WIDTH do argv[3 + j] = ARGV[base + j] end
+    for j = 1, WIDTH do argv[3 + j] = ARGV[base + j] + 0 end
     current = s
   end
-  keys[1], argv[2] = KEYS[i], ARGV[costs + i]
+  keys[1], argv[2] = KEYS[i], same or ARGV[costs + i]
   local r = one_request(keys, argv)
   out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = r[1], r[2], r[3], r[4], r[5], r[6]
   o = o + 6
