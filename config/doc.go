@@ -84,6 +84,67 @@
 // with more entries goes past a limit set on an intermediate level, and in
 // both cases that limit does not apply.
 //
+// # Routes
+//
+// `floodgate proxy --config` puts a file's limits in front of a backend. Its
+// routes section says which requests a domain limits, and how a request
+// becomes that domain's descriptors and a cost:
+//
+//	domain: gateway
+//	trusted_proxies: [127.0.0.1/32]  # whose X-Forwarded-For / Forwarded "from: ip" believes
+//	descriptors:
+//	  - key: client
+//	    rate_limit: {unit: second, requests_per_unit: 20}
+//	  - key: api_key
+//	    descriptors:
+//	      - key: method
+//	        rate_limit: {unit: minute, requests_per_unit: 600}
+//	  - key: route
+//	    value: upload
+//	    rate_limit: {unit: minute, requests_per_unit: 100}
+//	routes:
+//	  - name: health                 # for logs and errors; default routes[i]
+//	    path_prefix: /healthz
+//	    descriptors: []              # matched, never limited
+//	  - name: uploads
+//	    host: "*.example.com"        # exact, or *.suffix; any host when left out
+//	    path_prefix: /upload         # at a segment boundary: /upload, /upload/x, not /uploads
+//	    methods: [POST, PUT]         # any method when left out
+//	    cost: {header: X-Upload-MB}  # or a whole number; 1 when left out
+//	    descriptors:
+//	      - entries:
+//	          - {key: route, value: upload}      # a constant
+//	  - name: api
+//	    host: api.example.com
+//	    descriptors:
+//	      - entries:
+//	          - {key: client, from: ip}          # ip, header:NAME, path, method or host
+//	      - if_missing: skip                     # deny (the default) answers 400
+//	        entries:
+//	          - {key: api_key, from: "header:X-API-Key"}
+//	          - {key: method, from: method}
+//
+// A request takes the first route that matches its host, path and method:
+// the routes of one file in order, files in the order they are loaded (a
+// directory's in name order). A request no route matches is forwarded
+// unlimited; end with a route without host, path_prefix and methods to
+// limit everything. A matched request is decided for all its route's
+// descriptors at once, all or nothing, like a request to the service
+// carrying the same descriptors.
+//
+// An entry's value is a constant (value) or a part of the request (from):
+// the client's address (an IPv6 client by its /64; the forwarding headers
+// are read only from peers in trusted_proxies, as far back as the hops
+// stay trusted), a header's first value, the URL path, the method, or the
+// host without its port. A descriptor whose request lacks a value (no
+// such header) is refused with 400 naming the entry, or dropped with
+// if_missing: skip. A cost from a header must be a whole number of at
+// least 1; anything else is refused with 400.
+//
+// Loading checks each route descriptor against the domain's tree: keys
+// that can reach no descriptor with a limit (a misspelt key, entries in the
+// wrong order, stopping above the limit) are an error, with the line.
+//
 // # Differences from envoyproxy/ratelimit
 //
 // Deliberate, all on the side of refusing what is probably a mistake:

@@ -23,6 +23,7 @@ type Policy struct {
 
 	domainLine int
 	root       *level
+	routes     []*Route
 }
 
 // level is the descriptors at one depth under one parent.
@@ -123,7 +124,7 @@ func (d *decoder) policy(doc *yaml.Node) (*Policy, error) {
 		return nil, err
 	}
 	p := &Policy{File: d.file, root: newLevel()}
-	var descriptors *yaml.Node
+	var descriptors, routes, trusted *yaml.Node
 	for _, f := range fs {
 		switch f.name {
 		case "domain":
@@ -133,6 +134,10 @@ func (d *decoder) policy(doc *yaml.Node) (*Policy, error) {
 			p.domainLine = f.key.Line
 		case "descriptors":
 			descriptors = f.value
+		case "routes":
+			routes = f.value
+		case "trusted_proxies":
+			trusted = f.value
 		default:
 			return nil, d.unknown(f, "", topFields)
 		}
@@ -145,11 +150,18 @@ func (d *decoder) policy(doc *yaml.Node) (*Policy, error) {
 			return nil, err
 		}
 	}
+	if routes != nil {
+		if err := d.routes(routes, trusted, p); err != nil {
+			return nil, err
+		}
+	} else if trusted != nil {
+		return nil, d.errorf(trusted, "trusted_proxies applies to routes, and this file has none")
+	}
 	return p, nil
 }
 
 var (
-	topFields        = []string{"domain", "descriptors"}
+	topFields        = []string{"domain", "descriptors", "routes", "trusted_proxies"}
 	descriptorFields = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode",
 		"quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"}
 	limitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",

@@ -14,6 +14,7 @@ import (
 // goroutines may match against it; to reload, build a new Set and swap it in.
 type Set struct {
 	domains map[string]*Policy
+	routes  []*Route // of every policy, in the order the policies were given
 }
 
 // NewSet gathers policies into a Set. Two policies with the same domain are
@@ -29,6 +30,7 @@ func NewSet(policies ...*Policy) (*Set, error) {
 				Msg: fmt.Sprintf("domain %q is already defined in %s", p.Domain, first.File)}
 		}
 		s.domains[p.Domain] = p
+		s.routes = append(s.routes, p.routes...)
 	}
 	return s, nil
 }

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -17,12 +17,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/httplimit"
+	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/proxy"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
 
 type proxyFlags struct {
+	config       string
+	redisPrefix  string
+	maxDelay     time.Duration
+	conflicts    []string // one-line flags given alongside --config
 	upstream     string
 	httpAddr     string
 	limit        string
@@ -42,18 +49,33 @@ func newProxyCmd() *cobra.Command {
 		Use:   "proxy",
 		Short: "A rate-limiting reverse proxy in front of a backend",
 		Long: "Forwards requests to --upstream, limiting them per client address, header or path.\n" +
-			"Denied requests get 429 with Retry-After, the RateLimit fields and a problem+json body.",
+			"Denied requests get 429 with Retry-After, the RateLimit fields and a problem+json body.\n\n" +
+			"With --config the limits are those of a policy file or directory: its routes map requests\n" +
+			"(by host, path prefix and method) onto descriptors and a cost, decided by the same engine\n" +
+			"as `floodgate serve`; the file is reloaded when it changes and on SIGHUP.",
 		Example: "  floodgate proxy --upstream http://127.0.0.1:3000 --limit 100/m --by header:X-API-Key\n" +
+			"  floodgate proxy --upstream http://127.0.0.1:3000 --config policy.yaml --redis 127.0.0.1:6379\n" +
 			"  floodgate proxy --upstream http://127.0.0.1:3000 --limit 10/s --burst 20 --by ip --trusted-proxies 127.0.0.1/32",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd); err != nil {
 				return err
 			}
+			for _, name := range oneLineFlags {
+				if cmd.Flags().Changed(name) {
+					f.conflicts = append(f.conflicts, "--"+name)
+				}
+			}
+			if f.config != "" {
+				return runRoutedProxy(cmd.Context(), f, cmd.ErrOrStderr())
+			}
 			return runProxy(cmd.Context(), f, cmd.ErrOrStderr())
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "policy file or directory whose routes and descriptors say what to limit (instead of --limit and --by)")
+	fl.StringVar(&f.redisPrefix, "redis-prefix", "floodgate:", "with --config and --redis: prefix of every Redis key (serve's default, so both share counts)")
+	fl.DurationVar(&f.maxDelay, "max-delay", proxy.DefaultMaxDelay, "with --config: the longest a leaky_bucket limit holds a request; longer waits are refused with 429")
 	fl.StringVar(&f.upstream, "upstream", "", "the backend's base URL (required), e.g. http://127.0.0.1:3000")
 	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "listen address")
 	fl.StringVar(&f.limit, "limit", "", "the limit (required): N/s, N/m, N/h, N/d or N/<duration> such as 500/5m")
@@ -66,6 +88,17 @@ func newProxyCmd() *cobra.Command {
 	fl.DurationVar(&f.storeTimeout, "store-timeout", failover.DefaultTimeout, "with --redis: the longest a decision waits")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	return cmd
+}
+
+// oneLineFlags describe a single limit; --config replaces them all.
+var oneLineFlags = []string{"limit", "algorithm", "burst", "by", "trusted-proxies"}
+
+func parseUpstream(s string) (*url.URL, error) {
+	target, err := url.Parse(s)
+	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		return nil, fmt.Errorf("--upstream %q: want an http:// or https:// URL with a host", s)
+	}
+	return target, nil
 }
 
 // parseRate reads "100/m", "10/s", "500/5m".
@@ -150,11 +183,11 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 		return err
 	}
 	if f.upstream == "" || f.limit == "" {
-		return errors.New("--upstream and --limit are required")
+		return errors.New("--upstream and --limit (or --config) are required")
 	}
-	target, err := url.Parse(f.upstream)
-	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-		return fmt.Errorf("--upstream %q: want an http:// or https:// URL with a host", f.upstream)
+	target, err := parseUpstream(f.upstream)
+	if err != nil {
+		return err
 	}
 	rate, period, err := parseRate(f.limit)
 	if err != nil {
@@ -174,14 +207,81 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--limit/--algorithm/--burst: %w", err)
 	}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.FlushInterval = -1 // stream bodies as they come
+	rp := proxy.NewReverseProxy(target, nil)
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
 	}
-	srv := &http.Server{Handler: mw(rp), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(), "limit", limit.String(), "by", f.by)
+	return serveUntilDone(ctx, &http.Server{Handler: mw(rp), ReadHeaderTimeout: 10 * time.Second}, ln, log)
+}
+
+// runRoutedProxy is `floodgate proxy --config`: the routes and descriptors
+// of a policy, decided by serve's engine over serve's stores.
+func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
+	log, err := newLogger(stderr, f.logFormat)
+	if err != nil {
+		return err
+	}
+	if len(f.conflicts) > 0 {
+		return fmt.Errorf("--config replaces %s: give one or the other", strings.Join(f.conflicts, ", "))
+	}
+	if f.upstream == "" {
+		return errors.New("--upstream is required")
+	}
+	target, err := parseUpstream(f.upstream)
+	if err != nil {
+		return err
+	}
+	defaultMode, err := failover.ParseMode(f.failureMode)
+	if err != nil {
+		return fmt.Errorf("--failure-mode: %w", err)
+	}
+	policies, err := config.LoadFiles(f.config)
+	if err != nil {
+		return err
+	}
+	if len(policies.Routes()) == 0 {
+		return fmt.Errorf("--config %s: no routes: without a routes section the proxy would limit nothing", f.config)
+	}
+	st, err := openStores(serveFlags{redis: f.redis, storeTimeout: f.storeTimeout, redisPrefix: f.redisPrefix}, defaultMode, log)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	eng := engine.New(policies, st)
+	if f.maxDelay <= 0 {
+		return fmt.Errorf("--max-delay %s: want a positive duration", f.maxDelay)
+	}
+	handler, err := proxy.New(proxy.Options{Upstream: target, Engine: eng, Logger: log, MaxDelay: f.maxDelay})
+	if err != nil {
+		return err
+	}
+	reload := func() error {
+		set, err := config.LoadFiles(f.config)
+		if err != nil {
+			log.Error("config reload failed; keeping the routes and policies in force", "error", err)
+			return err
+		}
+		eng.Reload(set)
+		log.Info("config reloaded", "domains", set.Domains(), "routes", len(set.Routes()))
+		return nil
+	}
+	ln, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
+	}
+	if err := watchPolicies(ctx, f.config, reload, log); err != nil {
+		ln.Close()
+		return err
+	}
+	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(),
+		"store", st.name, "policy", f.config, "domains", policies.Domains(), "routes", len(policies.Routes()))
+	return serveUntilDone(ctx, &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}, ln, log)
+}
+
+// serveUntilDone serves ln until ctx is done, then shuts down gracefully.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -191,7 +291,7 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = srv.Shutdown(shutdown)
+	err := srv.Shutdown(shutdown)
 	log.Info("floodgate proxy stopped")
 	return err
 }

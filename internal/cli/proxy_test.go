@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,6 +20,13 @@ var proxyListening = regexp.MustCompile(`proxy serving" http=(\S+)`)
 
 // startProxy runs `floodgate proxy` in process in front of a test upstream.
 func startProxy(t *testing.T, args ...string) string {
+	t.Helper()
+	addr, _ := startProxyLogs(t, args...)
+	return addr
+}
+
+// startProxyLogs is startProxy that also returns the proxy's logs.
+func startProxyLogs(t *testing.T, args ...string) (string, *testkit.SyncBuffer) {
 	t.Helper()
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Upstream", "yes")
@@ -44,7 +53,7 @@ func startProxy(t *testing.T, args ...string) string {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if m := proxyListening.FindStringSubmatch(logs.String()); m != nil {
-			return m[1]
+			return m[1], logs
 		}
 		select {
 		case code := <-done:
@@ -53,7 +62,7 @@ func startProxy(t *testing.T, args ...string) string {
 		}
 	}
 	t.Fatalf("proxy did not start; logs:\n%s", logs)
-	return ""
+	return "", nil
 }
 
 func get(t *testing.T, url string, header ...string) (*http.Response, string) {
@@ -135,5 +144,154 @@ func TestParseRate(t *testing.T) {
 		if _, d, err := parseRate(in); err != nil || d != want {
 			t.Errorf("%s: %v, %v", in, d, err)
 		}
+	}
+}
+
+// routedPolicy limits the admin host to 2 requests a minute, writes under
+// /items to 1 per client address, and leaves the rest alone.
+const routedPolicy = `domain: gw
+descriptors:
+  - key: host
+    value: admin.example.com
+    rate_limit: {unit: minute, requests_per_unit: 2, name: admin}
+  - key: writes
+    rate_limit: {unit: minute, requests_per_unit: 1, name: writes}
+routes:
+  - host: admin.example.com
+    descriptors: [{entries: [{key: host, from: host}]}]
+  - path_prefix: /items
+    methods: [POST]
+    descriptors: [{entries: [{key: writes, from: ip}]}]
+`
+
+func writePolicy(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// send makes one request with the given method and Host header.
+func send(t *testing.T, method, host, url string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// With --config the proxy limits by the policy's routes.
+func TestProxyWithConfigRoutes(t *testing.T) {
+	addr := startProxy(t, "--config", writePolicy(t, routedPolicy))
+	for i, s := range []struct {
+		method, host, path string
+		status             int
+	}{
+		{"GET", "admin.example.com", "/a", 200},
+		{"POST", "admin.example.com", "/items", 200}, // the first matching route: the host's
+		{"GET", "admin.example.com", "/b", 429},
+		{"POST", "www.example.com", "/items/1", 200},
+		{"POST", "www.example.com", "/items/2", 429},
+		{"GET", "www.example.com", "/items/3", 200}, // not a write: no route
+	} {
+		resp := send(t, s.method, s.host, "http://"+addr+s.path)
+		if resp.StatusCode != s.status {
+			t.Fatalf("step %d %s %s%s: %d, want %d", i, s.method, s.host, s.path, resp.StatusCode, s.status)
+		}
+		if s.status == 429 && (resp.Header.Get("Retry-After") == "" || resp.Header.Get("RateLimit") == "") {
+			t.Fatalf("step %d: 429 without Retry-After or RateLimit: %v", i, resp.Header)
+		}
+		if s.status == 200 && resp.Header.Get("X-Upstream") != "yes" {
+			t.Fatalf("step %d: upstream headers lost: %v", i, resp.Header)
+		}
+	}
+}
+
+// Two proxies with --redis share one count.
+func TestProxyWithConfigSharesRedis(t *testing.T) {
+	srv := testkit.StartServer(t)
+	path := writePolicy(t, routedPolicy)
+	a := startProxy(t, "--config", path, "--redis", srv.Addr())
+	b := startProxy(t, "--config", path, "--redis", srv.Addr())
+	for i, s := range []struct {
+		addr   string
+		status int
+	}{{a, 200}, {b, 200}, {a, 429}, {b, 429}} {
+		if resp := send(t, "GET", "admin.example.com", "http://"+s.addr+"/"); resp.StatusCode != s.status {
+			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, s.status)
+		}
+	}
+	if keys := srv.Do(t, "DBSIZE"); keys == "0" {
+		t.Fatalf("nothing counted in Redis")
+	}
+}
+
+// A bad policy, or flags that do not go with --config, stop the proxy
+// before it listens, with the file and line of the problem.
+func TestProxyRejectsBadConfig(t *testing.T) {
+	bad := writePolicy(t, "domain: gw\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\nroutes:\n  - host: a.example.com:80\n    descriptors: []\n")
+	noRoutes := writePolicy(t, "domain: gw\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+	good := writePolicy(t, routedPolicy)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--config", bad}, bad + `:6: routes[0]: host "a.example.com:80" is not a host name`},
+		{[]string{"--config", noRoutes}, "no routes"},
+		{[]string{"--config", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml: cannot read"},
+		{[]string{"--config", good, "--limit", "10/m"}, "--config replaces --limit"},
+		{[]string{"--config", good, "--by", "ip", "--burst", "3"}, "--config replaces --burst, --by"},
+		{[]string{"--config", good, "--failure-mode", "fail_maybe"}, "--failure-mode"},
+		{[]string{"--config", good, "--max-delay", "0s"}, "--max-delay"},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), append([]string{"proxy", "--http", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1"}, tc.args...), &out, &errOut)
+		if code == 0 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error with %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+}
+
+// Editing the policy file changes the routes of a running proxy; a broken
+// edit keeps the routes in force.
+func TestProxyReloadsConfig(t *testing.T) {
+	path := writePolicy(t, routedPolicy)
+	addr, logs := startProxyLogs(t, "--config", path)
+	limited := func() bool {
+		send(t, "POST", "www.example.com", "http://"+addr+"/other")
+		return send(t, "POST", "www.example.com", "http://"+addr+"/other").StatusCode == 429
+	}
+	if limited() {
+		t.Fatal("/other is limited before the edit")
+	}
+	rewrite := func(yaml string) {
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite(strings.Replace(routedPolicy, "path_prefix: /items", "path_prefix: /other", 1))
+	deadline := time.Now().Add(10 * time.Second)
+	for !limited() {
+		if time.Now().After(deadline) {
+			t.Fatal("the new route did not take effect")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rewrite("domain: gw\nroutes: [{host: 'bad host'}]\n")
+	for !strings.Contains(logs.String(), "config reload failed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the broken edit was not refused; logs:\n%s", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !limited() {
+		t.Fatal("a broken edit dropped the routes in force")
 	}
 }

@@ -1,0 +1,115 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/headers"
+)
+
+// admit decides r by its route. It returns true when r may go upstream,
+// with the RateLimit fields set on w; otherwise it has answered r.
+func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) bool {
+	route := p.engine.Policies().RouteFor(r)
+	if route == nil || len(route.Descriptors) == 0 {
+		return true
+	}
+	descs, cost, err := route.Request(r)
+	if err != nil {
+		writeProblem(w, http.StatusBadRequest, err.Error())
+		return false
+	}
+	if len(descs) == 0 {
+		return true // every descriptor lacked a value and may be skipped
+	}
+	req := engine.Request{Domain: route.Domain, Descriptors: make([]engine.Descriptor, len(descs)), Hits: cost, Atomic: true}
+	for i, d := range descs {
+		req.Descriptors[i] = engine.Descriptor{Entries: d.Entries}
+	}
+	resp, err := p.engine.Decide(r.Context(), req)
+	if err != nil {
+		p.decisionFailed(w, r, route, err)
+		return false
+	}
+	v := verdictOf(resp)
+	if !v.allowed {
+		p.deny(w, v)
+		return false
+	}
+	if v.combined.Delay > 0 {
+		return p.hold(w, r, v)
+	}
+	setQuotas(w.Header(), v.quotas)
+	return true
+}
+
+// The RateLimit field names in net/http's canonical form, so that setting
+// them skips canonicalising on every request.
+var (
+	policyKey = http.CanonicalHeaderKey(headers.PolicyField)
+	limitKey  = http.CanonicalHeaderKey(headers.LimitField)
+)
+
+// setQuotas sets the RateLimit-Policy and RateLimit fields, as headers.Set
+// does, on the hot path of every admitted request.
+func setQuotas(h http.Header, qs []headers.Quota) {
+	if len(qs) == 0 {
+		return
+	}
+	h[policyKey] = []string{headers.PolicyValue(qs)}
+	h[limitKey] = []string{headers.LimitValue(qs)}
+}
+
+// decisionFailed answers a request the engine could not decide: 400 when
+// the request is at fault (a value too long for a key, a cost too large),
+// 503 when the store is.
+func (p *Proxy) decisionFailed(w http.ResponseWriter, r *http.Request, route *config.Route, err error) {
+	switch {
+	case r.Context().Err() != nil:
+		return // the client left
+	case errors.Is(err, engine.ErrBadRequest), errors.Is(err, floodgate.ErrInvalidKey), errors.Is(err, floodgate.ErrInvalidCost):
+		writeProblem(w, http.StatusBadRequest, fmt.Sprintf("route %q: %v", route.Name, err))
+	default:
+		p.log.Warn("rate limit decision failed", "route", route.Name, "error", err)
+		writeProblem(w, http.StatusServiceUnavailable, "the rate limiter could not decide; retry later")
+	}
+}
+
+// hold keeps an admitted request for its leaky-bucket Delay, so that
+// requests leave spaced as the limit says, or refuses it when the wait is
+// longer than MaxDelay.
+func (p *Proxy) hold(w http.ResponseWriter, r *http.Request, v verdict) bool {
+	delay := v.combined.Delay
+	if delay > p.maxDelay {
+		// After the delay this request's place has left the queue: a retry
+		// then is held less.
+		v.retryAfter, v.violated = delay, v.names
+		p.deny(w, v)
+		return false
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+		return false // the client left: nothing to forward, nobody to answer
+	}
+	setQuotas(w.Header(), v.quotas)
+	return true
+}
+
+// deny answers 429 with Retry-After (unless the request can never pass)
+// and the RateLimit fields.
+func (p *Proxy) deny(w http.ResponseWriter, v verdict) {
+	h := w.Header()
+	setQuotas(h, v.quotas)
+	if !v.never {
+		h.Set(headers.RetryAfterField, headers.RetryAfter(max(v.retryAfter, time.Second)))
+	}
+	p.bodies.write(w, v.violated)
+}
