@@ -64,10 +64,15 @@
 //	        unit: hour
 //	        requests_per_unit: 10000
 //	        failure_mode: fail_open   # or fail_closed, fail_local (see package failover)
-//	        strategy: exact           # the only one until the cluster strategies land (see [Strategies])
+//	        strategy: exact           # how a fleet shares it (see [Strategies]), or with parameters:
+//	                                  #   strategy: {name: synced, interval: 250ms}
+//	                                  #   strategy: {name: sampled, one_in: 20}
 //
 // Without algorithm a limit is a fixed window aligned to the Unix epoch,
-// which is how Envoy's service counts.
+// which is how Envoy's service counts. Without strategy it follows the
+// service's --strategy (exact by default); interval is T for leased, synced
+// and gossip, one_in is 1/p for sampled, and a parameter the strategy does
+// not take is an error (package cluster documents each strategy's bounds).
 //
 // # Matching
 //

@@ -75,6 +75,9 @@ func TestInvalidFiles(t *testing.T) {
 		{"bad_strategy.yaml", 7, `unknown strategy "gossipy" (want one of exact, local, leased, synced, sampled, gossip)`},
 		{"burst_on_window.yaml", 7, "burst applies to token_bucket and leaky_bucket only, not to fixed_window"},
 		{"bad_period.yaml", 5, `period must be a positive duration such as 1s, 5m or 1500ms, not "5 minutes"`},
+		{"strategy_param_mismatch.yaml", 7, "strategy: strategy local has no interval (leased, synced and gossip have)"},
+		{"strategy_without_name.yaml", 7, "strategy: name is missing (want one of exact, local, leased, synced, sampled, gossip)"},
+		{"strategy_one_in_zero.yaml", 7, "strategy: one_in must be at least 1, got 0"},
 		{"period_not_microseconds.yaml", 5, "invalid limit: period 1.5µs is not a whole number of microseconds"},
 		{"negative_rate.yaml", 6, "requests_per_unit must not be negative, got -3"},
 		{"missing_requests_per_unit.yaml", 5, "requests_per_unit is required (0 denies every request)"},
@@ -436,5 +439,32 @@ descriptors:
 	rules, _ = set.Match("d", desc("b", "x"))
 	if got := summary(rules, true); got != "first:1/1s+second:2/1m0s" {
 		t.Errorf("merge keys: %s, want first:1/1s+second:2/1m0s (the first merged mapping wins)", got)
+	}
+}
+
+// A limit's strategy, by name or with its own parameters.
+func TestStrategyParams(t *testing.T) {
+	set := loadValid(t)
+	p, _ := set.Policy("fleet")
+	want := map[string]struct {
+		strategy config.Strategy
+		params   config.StrategyParams
+	}{
+		"exact":   {config.StrategyExact, config.StrategyParams{}},
+		"local":   {config.StrategyLocal, config.StrategyParams{}},
+		"leased":  {config.StrategyLeased, config.StrategyParams{Interval: 250 * time.Millisecond}},
+		"synced":  {config.StrategySynced, config.StrategyParams{Interval: time.Second}},
+		"sampled": {config.StrategySampled, config.StrategyParams{OneIn: 20}},
+		"gossip":  {config.StrategyGossip, config.StrategyParams{Interval: 50 * time.Millisecond}},
+	}
+	rules := p.Rules()
+	if len(rules) != len(want) {
+		t.Fatalf("%d rules, want %d", len(rules), len(want))
+	}
+	for _, r := range rules {
+		w := want[r.Path[len("fleet."):]]
+		if r.Strategy != w.strategy || r.StrategyParams != w.params {
+			t.Errorf("%s: %s %+v, want %s %+v", r.Path, r.Strategy, r.StrategyParams, w.strategy, w.params)
+		}
 	}
 }

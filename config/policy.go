@@ -438,12 +438,7 @@ func (d *decoder) limit(n *yaml.Node, ctx string) (Rule, error) {
 		case "burst":
 			burst, err = d.integer(v, ctx+": burst")
 		case "period":
-			var s string
-			if s, err = d.str(v, ctx+": period"); err == nil {
-				if period, err = time.ParseDuration(s); err != nil || period <= 0 {
-					return r, d.errorf(v, "%s: period must be a positive duration such as 1s, 5m or 1500ms, not %q", ctx, s)
-				}
-			}
+			period, err = d.positiveDuration(v, ctx+": period")
 		case "failure_mode":
 			var s string
 			if s, err = d.str(v, ctx+": failure_mode"); err == nil {
@@ -452,13 +447,7 @@ func (d *decoder) limit(n *yaml.Node, ctx string) (Rule, error) {
 				}
 			}
 		case "strategy":
-			var s string
-			if s, err = d.str(v, ctx+": strategy"); err == nil {
-				r.Strategy = Strategy(s)
-				if !slices.Contains(Strategies(), r.Strategy) {
-					return r, d.errorf(v, "%s: unknown strategy %q (want one of %s)", ctx, s, joinNames(Strategies()))
-				}
-			}
+			r.Strategy, r.StrategyParams, err = d.strategy(v, ctx+": strategy")
 		default:
 			return r, d.unknown(f, ctx, limitFields)
 		}

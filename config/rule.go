@@ -3,6 +3,7 @@ package config
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/failover"
@@ -86,6 +87,9 @@ type Rule struct {
 	FailureMode failover.Mode
 	// Strategy is how the fleet shares the limit; "" leaves it to the service.
 	Strategy Strategy
+	// StrategyParams tune the strategy for this limit; zero fields take the
+	// service's settings.
+	StrategyParams StrategyParams
 	// Replaces names the limits this one replaces when both apply to one
 	// request (see Set.MatchAll).
 	Replaces []string
@@ -202,4 +206,14 @@ func escapeTo(b *strings.Builder, s string) {
 			b.WriteByte(c)
 		}
 	}
+}
+
+// StrategyParams are a strategy's settings for one limit, given as
+// `strategy: {name: synced, interval: 250ms}`.
+type StrategyParams struct {
+	// Interval is T, how often leased, synced and gossip sync.
+	Interval time.Duration
+	// OneIn makes sampled update the shared counter for 1 in OneIn admitted
+	// requests.
+	OneIn int64
 }

@@ -46,17 +46,24 @@ type fleet struct {
 	defaultStrategy config.Strategy
 	members         cluster.Members
 	membership      *cluster.Membership
-	// limiters are the strategies by name, and for those that reach Redis
-	// one failure-policy wrapper per mode.
-	limiters map[config.Strategy]map[failover.Mode]floodgate.Limiter
+	// limiters are the strategies by name and parameters, and for those
+	// that reach Redis one failure-policy wrapper per mode.
+	limiters map[strategyKey]map[failover.Mode]floodgate.Limiter
 	closers  []func()
+}
+
+// strategyKey names one strategy instance: limits that pick the same
+// strategy with the same parameters share it.
+type strategyKey struct {
+	name   config.Strategy
+	params config.StrategyParams
 }
 
 // openFleet builds the strategies the policies and the default name, on
 // the Redis store when there is one. exact is not among them: it is the
 // store itself.
 func openFleet(ctx context.Context, f fleetFlags, policies *config.Set, rs *redisstore.Limiter, storeTimeout time.Duration, log *slog.Logger) (*fleet, error) {
-	fl := &fleet{defaultStrategy: config.Strategy(f.strategy), limiters: map[config.Strategy]map[failover.Mode]floodgate.Limiter{}}
+	fl := &fleet{defaultStrategy: config.Strategy(f.strategy), limiters: map[strategyKey]map[failover.Mode]floodgate.Limiter{}}
 	if !isStrategy(fl.defaultStrategy) {
 		return nil, fmt.Errorf("--strategy %q: want one of %s", f.strategy, strategyNames())
 	}
@@ -64,8 +71,17 @@ func openFleet(ctx context.Context, f fleetFlags, policies *config.Set, rs *redi
 	if err := fl.joinMembership(ctx, f, needed, log); err != nil {
 		return nil, err
 	}
-	for _, s := range needed {
-		if err := fl.open(ctx, s, f, rs, storeTimeout, log); err != nil {
+	gossips := 0
+	for _, k := range needed {
+		if k.name == config.StrategyGossip {
+			gossips++
+		}
+	}
+	if gossips > 1 {
+		return nil, errors.New("strategy gossip is used with several intervals: a node gossips at one interval, give them all the same")
+	}
+	for _, k := range needed {
+		if err := fl.open(ctx, k, f, rs, storeTimeout, log); err != nil {
 			fl.close()
 			return nil, err
 		}
@@ -80,29 +96,37 @@ func openFleet(ctx context.Context, f fleetFlags, policies *config.Set, rs *redi
 }
 
 // needed lists the cluster strategies in use: the default and every rule's.
-func (fl *fleet) needed(policies *config.Set) []config.Strategy {
-	seen := map[config.Strategy]bool{}
-	var out []config.Strategy
-	add := func(s config.Strategy) {
-		if s != "" && s != config.StrategyExact && !seen[s] {
-			seen[s] = true
-			out = append(out, s)
+func (fl *fleet) needed(policies *config.Set) []strategyKey {
+	seen := map[strategyKey]bool{}
+	var out []strategyKey
+	add := func(k strategyKey) {
+		if k.name != config.StrategyExact && !seen[k] {
+			seen[k] = true
+			out = append(out, k)
 		}
 	}
-	add(fl.defaultStrategy)
+	add(fl.keyOf(config.Rule{}))
 	for _, domain := range policies.Domains() {
 		p, _ := policies.Policy(domain)
 		for _, r := range p.Rules() {
-			add(r.Strategy)
+			add(fl.keyOf(r))
 		}
 	}
 	return out
 }
 
+// keyOf is the strategy instance a rule counts in.
+func (fl *fleet) keyOf(rule config.Rule) strategyKey {
+	if rule.Strategy == "" {
+		return strategyKey{name: fl.defaultStrategy}
+	}
+	return strategyKey{name: rule.Strategy, params: rule.StrategyParams}
+}
+
 // joinMembership starts memberlist when --cluster-bind asks for it (the
 // join itself comes after the strategies, so that gossip's state rides on
 // the join's exchange); otherwise the fleet is a static --nodes.
-func (fl *fleet) joinMembership(ctx context.Context, f fleetFlags, needed []config.Strategy, log *slog.Logger) error {
+func (fl *fleet) joinMembership(ctx context.Context, f fleetFlags, needed []strategyKey, log *slog.Logger) error {
 	name := f.nodeName
 	if name == "" {
 		host, err := os.Hostname()
@@ -117,8 +141,8 @@ func (fl *fleet) joinMembership(ctx context.Context, f fleetFlags, needed []conf
 		if f.nodes < 1 {
 			return fmt.Errorf("--nodes %d: want at least 1", f.nodes)
 		}
-		for _, s := range needed {
-			if s == config.StrategyGossip {
+		for _, k := range needed {
+			if k.name == config.StrategyGossip {
 				return errors.New("strategy gossip needs --cluster-bind (and --cluster-join for every node but the first)")
 			}
 		}
@@ -135,8 +159,16 @@ func (fl *fleet) joinMembership(ctx context.Context, f fleetFlags, needed []conf
 	return nil
 }
 
-// open builds one strategy.
-func (fl *fleet) open(ctx context.Context, s config.Strategy, f fleetFlags, rs *redisstore.Limiter, storeTimeout time.Duration, log *slog.Logger) error {
+// open builds one strategy instance: the limit's parameters, else the
+// service's.
+func (fl *fleet) open(ctx context.Context, k strategyKey, f fleetFlags, rs *redisstore.Limiter, storeTimeout time.Duration, log *slog.Logger) error {
+	s, interval, oneIn := k.name, f.syncInterval, f.sampleOneIn
+	if k.params.Interval > 0 {
+		interval = k.params.Interval
+	}
+	if k.params.OneIn > 0 {
+		oneIn = k.params.OneIn
+	}
 	if rs == nil && (s == config.StrategyLeased || s == config.StrategySynced || s == config.StrategySampled) {
 		return fmt.Errorf("strategy %s keeps its shared state in Redis: give --redis", s)
 	}
@@ -151,7 +183,7 @@ func (fl *fleet) open(ctx context.Context, s config.Strategy, f fleetFlags, rs *
 		l, closeIt = local, local.Close
 	case config.StrategyGossip:
 		var g *cluster.Gossip
-		g, err = cluster.NewGossip(cluster.GossipConfig{Members: fl.members, Transport: fl.membership, Interval: f.syncInterval, Logger: log})
+		g, err = cluster.NewGossip(cluster.GossipConfig{Members: fl.members, Transport: fl.membership, Interval: interval, Logger: log})
 		if err == nil {
 			fl.membership.Attach(g)
 		}
@@ -161,7 +193,7 @@ func (fl *fleet) open(ctx context.Context, s config.Strategy, f fleetFlags, rs *
 		c, err = cluster.NewRedisCoordinator(cluster.RedisCoordinatorConfig{Client: rs.Client(), KeyPrefix: rs.KeyPrefix() + "lease:", Timeout: storeTimeout})
 		if err == nil {
 			var le *cluster.Leased
-			le, err = cluster.NewLeased(cluster.LeasedConfig{Coordinator: c, Members: fl.members, Interval: f.syncInterval, Timeout: storeTimeout, Logger: log})
+			le, err = cluster.NewLeased(cluster.LeasedConfig{Coordinator: c, Members: fl.members, Interval: interval, Timeout: storeTimeout, Logger: log})
 			l, closeIt, start = le, le.Close, le.Start
 		}
 	case config.StrategySynced, config.StrategySampled:
@@ -169,11 +201,11 @@ func (fl *fleet) open(ctx context.Context, s config.Strategy, f fleetFlags, rs *
 		c, err = cluster.NewRedisCounter(cluster.RedisCounterConfig{Client: rs.Client(), KeyPrefix: rs.KeyPrefix() + string(s) + ":", Timeout: storeTimeout})
 		if err == nil && s == config.StrategySynced {
 			var sy *cluster.Synced
-			sy, err = cluster.NewSynced(cluster.SyncedConfig{Counter: c, Interval: f.syncInterval, Logger: log})
+			sy, err = cluster.NewSynced(cluster.SyncedConfig{Counter: c, Interval: interval, Logger: log})
 			l, closeIt, start = sy, sy.Close, sy.Start
 		} else if err == nil {
 			var sa *cluster.Sampled
-			sa, err = cluster.NewSampled(cluster.SampledConfig{Counter: c, OneIn: f.sampleOneIn})
+			sa, err = cluster.NewSampled(cluster.SampledConfig{Counter: c, OneIn: oneIn})
 			l, closeIt = sa, sa.Close
 		}
 	default:
@@ -188,15 +220,15 @@ func (fl *fleet) open(ctx context.Context, s config.Strategy, f fleetFlags, rs *
 			return fmt.Errorf("strategy %s: %w", s, err)
 		}
 	}
-	return fl.wrap(s, l, rs != nil, storeTimeout, log)
+	return fl.wrap(k, l, rs != nil, storeTimeout, log)
 }
 
 // wrap puts the strategies that reach Redis behind one failure policy per
 // mode, as the exact store is; the others have no store to lose.
-func (fl *fleet) wrap(s config.Strategy, l floodgate.Limiter, shared bool, timeout time.Duration, log *slog.Logger) error {
+func (fl *fleet) wrap(k strategyKey, l floodgate.Limiter, shared bool, timeout time.Duration, log *slog.Logger) error {
 	byMode := map[failover.Mode]floodgate.Limiter{}
-	fl.limiters[s] = byMode
-	if !shared || s == config.StrategyLocal || s == config.StrategyGossip {
+	fl.limiters[k] = byMode
+	if !shared || k.name == config.StrategyLocal || k.name == config.StrategyGossip {
 		byMode[""] = l
 		return nil
 	}
@@ -214,11 +246,7 @@ func (fl *fleet) wrap(s config.Strategy, l floodgate.Limiter, shared bool, timeo
 // For returns the limiter of a rule's strategy (the default when the rule
 // names none), or nil for exact: the store itself.
 func (fl *fleet) For(rule config.Rule, mode failover.Mode) floodgate.Limiter {
-	s := rule.Strategy
-	if s == "" {
-		s = fl.defaultStrategy
-	}
-	byMode, ok := fl.limiters[s]
+	byMode, ok := fl.limiters[fl.keyOf(rule)]
 	if !ok {
 		return nil
 	}
@@ -231,9 +259,9 @@ func (fl *fleet) For(rule config.Rule, mode failover.Mode) floodgate.Limiter {
 // check reports policies that name a strategy this node did not build
 // (a reload that brings in a new one needs a restart).
 func (fl *fleet) check(policies *config.Set) error {
-	for _, s := range fl.needed(policies) {
-		if _, ok := fl.limiters[s]; !ok {
-			return fmt.Errorf("the policies use strategy %s, which this node did not start with: restart it to add one", s)
+	for _, k := range fl.needed(policies) {
+		if _, ok := fl.limiters[k]; !ok {
+			return fmt.Errorf("the policies use strategy %s %+v, which this node did not start with: restart it to add one", k.name, k.params)
 		}
 	}
 	return nil

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -132,5 +134,43 @@ func TestServeRejectsBadFleetSettings(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want an error naming %q", tc.args, code, errOut.String(), tc.want)
 		}
+	}
+}
+
+// A limit names its own strategy in the policy, with its parameters; the
+// others follow --strategy.
+func TestServePolicyPicksTheStrategyPerLimit(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	policy := `domain: api
+descriptors:
+  - key: split
+    rate_limit: {unit: hour, requests_per_unit: 6, strategy: local}
+  - key: whole
+    rate_limit: {unit: hour, requests_per_unit: 6}
+  - key: sampled
+    rate_limit: {unit: hour, requests_per_unit: 6, strategy: {name: sampled, one_in: 1}}
+`
+	if err := os.WriteFile(file, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := testkit.StartServer(t)
+	httpAddr, _, _ := startServe(t, "--config", file, "--nodes", "2", "--redis", srv.Addr())
+	count := func(key string) int {
+		ok := 0
+		for range 8 {
+			if code, _ := allow(t, httpAddr, `{"domain":"api","descriptors":[{"entries":[{"key":"`+key+`","value":"v"}]}]}`); code == 200 {
+				ok++
+			}
+		}
+		return ok
+	}
+	if got := count("split"); got != 3 {
+		t.Errorf("the local limit admitted %d of 8 on one of two nodes, want its share 3", got)
+	}
+	if got := count("whole"); got != 6 {
+		t.Errorf("the exact limit admitted %d of 8, want 6", got)
+	}
+	if got := count("sampled"); got != 6 {
+		t.Errorf("the sampled limit (p = 1: every admission counted) admitted %d of 8, want 6", got)
 	}
 }
