@@ -64,7 +64,6 @@ package httplimit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,6 +74,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/internal/headers"
+	"github.com/floodgate-io/floodgate/internal/problem"
 )
 
 // ErrInvalidOptions is wrapped by every error New returns for bad options.
@@ -503,12 +503,7 @@ func (m *middleware) deny(w http.ResponseWriter, applied []*rule, ds []floodgate
 	if !never {
 		h.Set(headers.RetryAfterField, headers.RetryAfter(max(wait, time.Second)))
 	}
-	writeJSON(w, http.StatusTooManyRequests, problem{
-		Type:     quotaExceeded,
-		Title:    quotaExceededTitle,
-		Status:   http.StatusTooManyRequests,
-		Violated: names,
-	})
+	problem.Write(w, problem.QuotaExceeded(names))
 }
 
 // setHeaders writes the RateLimit fields (and the legacy ones if asked).
@@ -530,36 +525,10 @@ func (m *middleware) setHeaders(h http.Header, applied []*rule, ds []floodgate.D
 	}
 }
 
-// The problem type of draft-ietf-httpapi-ratelimit-headers-10 for a
-// request refused by a quota policy.
-const (
-	quotaExceeded      = "https://iana.org/assignments/http-problem-types#quota-exceeded"
-	quotaExceededTitle = "Request cannot be satisfied as assigned quota has been exceeded"
-)
-
-// problem is an RFC 9457 problem details object.
-type problem struct {
-	Type     string   `json:"type"`
-	Title    string   `json:"title"`
-	Status   int      `json:"status"`
-	Detail   string   `json:"detail,omitempty"`
-	Violated []string `json:"violated-policies,omitempty"`
-}
-
 // writeProblem answers a generic problem (type about:blank, the status's
 // text as title).
 func writeProblem(w http.ResponseWriter, status int, detail string) {
-	writeJSON(w, status, problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
-}
-
-func writeJSON(w http.ResponseWriter, status int, p problem) {
-	body, _ := json.Marshal(p) // cannot fail: strings and an int
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Content-Length", strconv.Itoa(len(body)+1))
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	problem.Write(w, problem.Generic(status, detail))
 }
 
 func defaultOnError(w http.ResponseWriter, _ *http.Request, _ error) {
