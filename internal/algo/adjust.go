@@ -115,14 +115,7 @@ func adjustFixedWindow(p *Params, s *State, now, delta int64) int64 {
 }
 
 func adjustSlidingWindow(p *Params, s *State, now, delta int64) int64 {
-	start := p.windowStart(s, now)
-	var current, previous int64
-	switch s.A {
-	case start:
-		current, previous = s.B, s.C
-	case start - p.Period:
-		previous = s.B
-	}
+	start, current, previous := p.slidingCounts(s, now)
 	if rest := current + delta; rest < 0 { // a refund larger than the current window
 		current, previous = 0, max(0, previous+rest)
 	} else {

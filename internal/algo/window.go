@@ -64,14 +64,7 @@ func decideFixedWindow(p *Params, s *State, now, cost int64, r *Result) {
 //	ResetAfter = until both windows are empty: the end of the next window when
 //	             current > 0, else the end of this one when previous > 0, else 0
 func decideSlidingWindow(p *Params, s *State, now, cost int64, r *Result) {
-	start := p.windowStart(s, now)
-	var current, previous int64
-	switch s.A {
-	case start:
-		current, previous = s.B, s.C
-	case start - p.Period:
-		previous = s.B
-	}
+	start, current, previous := p.slidingCounts(s, now)
 	elapsed := max(0, now-start)
 	weighted := mulDivCeil(previous, p.Period-elapsed, p.Period)
 	*r = Result{Limit: p.Rate}
@@ -108,4 +101,18 @@ func (p *Params) slidingRetry(start, current, previous, cost int64) int64 {
 	}
 	// In the next window, once current·(Period − e) ≤ (Rate − cost)·Period.
 	return start + 2*p.Period - mulDivFloor(p.Rate-cost, p.Period, current)
+}
+
+// slidingCounts reads a sliding window's state at now: the current
+// window's start and count, and the previous window's count (0 when the
+// state is older than that).
+func (p *Params) slidingCounts(s *State, now int64) (start, current, previous int64) {
+	start = p.windowStart(s, now)
+	switch s.A {
+	case start:
+		current, previous = s.B, s.C
+	case start - p.Period:
+		previous = s.B
+	}
+	return start, current, previous
 }
