@@ -191,13 +191,14 @@ type Options struct {
 	// request for its Delay, so that requests reach the handler spaced as
 	// the limit says. A client that goes away while held (its request's
 	// context is done) is dropped: the handler is not called and nothing is
-	// written. Its place in the queue stays consumed: it is not given
-	// back, even to a limiter that could (floodgate.Adjuster).
+	// written, and when the limiter can give units back
+	// (floodgate.Adjuster) its place in the queue is released for the
+	// requests after it; otherwise it stays consumed.
 	NoShaping bool
 	// MaxDelay is the longest a request is held; a request that would wait
 	// longer is refused with 429 and a Retry-After of its delay, and its
-	// place stays consumed. 0 means DefaultMaxDelay. Give leaky buckets a
-	// Burst small enough that Delay stays below it.
+	// place is released as above. 0 means DefaultMaxDelay. Give leaky
+	// buckets a Burst small enough that Delay stays below it.
 	MaxDelay time.Duration
 	// OnError answers a request the limiter could not decide (the store is
 	// down, a context was cancelled). nil answers 503 with a problem+json
@@ -356,6 +357,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	if c.Delay > 0 && !m.opts.NoShaping && !m.hold(w, r, applied, ds, c) {
+		m.release(r, reqs)
 		return
 	}
 	m.setHeaders(w.Header(), applied, ds, nil, c)
@@ -428,6 +430,25 @@ func (m *middleware) hold(w http.ResponseWriter, r *http.Request, applied []*rul
 	case <-r.Context().Done():
 		t.Stop()
 		return false // the client left: nobody to answer, nothing to serve
+	}
+}
+
+// release gives back what a request that will not be served took, when the
+// limiter can: its place in a leaky bucket's queue goes to the requests
+// after it. It runs on a context that the client's leaving does not cancel.
+func (m *middleware) release(r *http.Request, reqs []floodgate.Request) {
+	if m.adjuster == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.opts.ReconcileTimeout)
+	defer cancel()
+	for _, rq := range reqs {
+		if rq.Cost == 0 {
+			continue
+		}
+		if err := m.adjuster.Adjust(ctx, rq.Key, rq.Limit, -rq.Cost); err != nil {
+			m.opts.Logger.WarnContext(ctx, "httplimit: a request that was not served kept its place", "key", rq.Key, "err", err)
+		}
 	}
 }
 

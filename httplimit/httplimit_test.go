@@ -421,12 +421,21 @@ func TestShapingSpacesRequests(t *testing.T) {
 	}
 }
 
+// A client that leaves while its request is held is dropped at once, and
+// its place in the queue goes to the requests after it.
 func TestShapingClientLeaves(t *testing.T) {
 	var called atomic.Int32
-	mw, err := New(floodgate.NewMemory(), Options{Rules: []Rule{{
-		Limit: floodgate.Limit{Algorithm: floodgate.LeakyBucket, Rate: 1, Period: time.Second, Burst: 5},
-		Key:   Constant("x"),
-	}}})
+	mem := floodgate.NewMemory(floodgate.WithClock(floodgate.NewManualClock(epoch))) // frozen: only requests move the queue
+	limit := floodgate.Limit{Algorithm: floodgate.LeakyBucket, Rate: 1, Period: time.Second, Burst: 5}
+	queued := func() int64 {
+		t.Helper()
+		d, err := mem.AllowN(context.Background(), "q:x", limit, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return limit.Burst - d.Remaining
+	}
+	mw, err := New(mem, Options{Rules: []Rule{{Name: "q", Limit: limit, Key: Constant("x")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,6 +464,9 @@ func TestShapingClientLeaves(t *testing.T) {
 	}
 	if n := called.Load(); n != 1 {
 		t.Fatalf("handler called %d times", n)
+	}
+	if n := queued(); n != 1 {
+		t.Fatalf("%d places taken after the held client left, want 1 (the served request's)", n)
 	}
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -42,7 +43,11 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if v.combined.Delay > 0 {
-		return p.hold(w, r, v)
+		if p.hold(w, r, v) {
+			return true
+		}
+		p.release(r, req)
+		return false
 	}
 	setQuotas(w.Header(), v.quotas)
 	return true
@@ -101,6 +106,28 @@ func (p *Proxy) hold(w http.ResponseWriter, r *http.Request, v verdict) bool {
 	}
 	setQuotas(w.Header(), v.quotas)
 	return true
+}
+
+// releaseTimeout bounds giving back the place of a request not served.
+const releaseTimeout = 2 * time.Second
+
+// release gives back what an admitted request that will not go upstream
+// took (its client left while held, or its wait was too long), so that its
+// place in a leaky bucket's queue goes to the requests after it. It runs on
+// a context the client's leaving does not cancel; a store that cannot give
+// units back keeps them.
+func (p *Proxy) release(r *http.Request, req engine.Request) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
+	defer cancel()
+	refund := req
+	refund.Descriptors = make([]engine.Descriptor, len(req.Descriptors))
+	for i, d := range req.Descriptors {
+		d.Refund = true
+		refund.Descriptors[i] = d
+	}
+	if _, err := p.engine.Decide(ctx, refund); err != nil {
+		p.log.Warn("a request that was not served kept its place", "domain", req.Domain, "error", err)
+	}
 }
 
 // deny answers 429 with Retry-After (unless the request can never pass)

@@ -33,7 +33,8 @@ type Options struct {
 	Transport http.RoundTripper
 	// MaxDelay is the longest a request is held for a leaky_bucket limit;
 	// one that would wait longer is refused with 429 (its place in the
-	// queue stays taken). 0 means DefaultMaxDelay.
+	// queue is given back, as for a client that leaves while held). 0 means
+	// DefaultMaxDelay.
 	MaxDelay time.Duration
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/proxy"
 	"github.com/floodgate-io/floodgate/internal/testkit"
@@ -345,10 +346,10 @@ func TestLeakyBucketShapes(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "60" {
 		t.Fatalf("held beyond MaxDelay: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	// The refused request's place stays taken, so the queue departs at 60 s
-	// and 120 s. 50ms before the second departure the next request is held
-	// those 50ms, on the real clock.
-	g.clock.Advance(120*time.Second - 50*time.Millisecond)
+	// The refused request's place is given back, so the queue departs at
+	// 60 s only. 50ms before that the next request is held those 50ms, on
+	// the real clock.
+	g.clock.Advance(60*time.Second - 50*time.Millisecond)
 	start := time.Now()
 	if resp, _ := g.do(t, "GET h/shaped"); resp.StatusCode != 200 {
 		t.Fatalf("held request: %d", resp.StatusCode)
@@ -356,6 +357,48 @@ func TestLeakyBucketShapes(t *testing.T) {
 	if held := time.Since(start); held < 50*time.Millisecond {
 		t.Fatalf("held %s, want at least the 50ms Delay", held)
 	}
+}
+
+// A client that leaves while held gives its place in the queue back: the
+// request after it is held as if it had never come.
+func TestLeavingClientReleasesItsPlace(t *testing.T) {
+	g := start(t, policy, hello, func(o *proxy.Options) { o.MaxDelay = 2 * time.Minute })
+	if resp, _ := g.do(t, "GET h/shaped"); resp.StatusCode != 200 {
+		t.Fatalf("first: %d", resp.StatusCode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.url+"/shaped", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil { // held 60 s: the client gives up
+		resp.Body.Close()
+		t.Fatalf("held request answered %d", resp.StatusCode)
+	}
+	// Its place was the 60 s one; with it given back, a request 50ms before
+	// the first departure waits 50ms, not 60 s more.
+	waitUntil(t, func() bool {
+		d, err := g.engine.Decide(context.Background(), engine.Request{Domain: "gw", Descriptors: []engine.Descriptor{{Entries: []config.Entry{{Key: "shaped", Value: "all"}}, HitsSet: true}}})
+		return err == nil && d.Descriptors[0].Limits[0].Decision.Remaining == 2
+	})
+	g.clock.Advance(60*time.Second - 50*time.Millisecond)
+	start := time.Now()
+	if resp, _ := g.do(t, "GET h/shaped"); resp.StatusCode != 200 {
+		t.Fatalf("next request: %d", resp.StatusCode)
+	}
+	if held := time.Since(start); held > 5*time.Second {
+		t.Fatalf("held %s: the leaving client's place was kept", held)
+	}
+}
+
+// waitUntil polls cond for up to 5 s: the proxy gives a place back after
+// its client has gone, a moment after the client sees the error.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("the leaving client's place was not given back within 5 s")
 }
 
 // Loading a new policy set into the engine changes the routes at once.
