@@ -120,17 +120,14 @@ func (b *batcher) send(batch []*pending) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
 	reply, err := b.script.Exec(ctx, l.client, keys, args).AsIntSlice()
 	cancel()
-	if err == nil && len(reply) != 6*len(batch)+1 {
-		err = fmt.Errorf("redisstore: script replied %d values for %d requests, want %d", len(reply), len(batch), 6*len(batch)+1)
+	if err == nil && len(reply) != manyWidth*len(batch)+1 {
+		err = fmt.Errorf("redisstore: script replied %d values for %d requests, want %d", len(reply), len(batch), manyWidth*len(batch)+1)
 	}
 	for i, p := range batch {
 		if err != nil {
 			p.err = l.storeError(context.Background(), p.key[len(l.cfg.KeyPrefix):], err)
 		} else {
-			var v [7]int64
-			copy(v[:], reply[6*i:6*i+6])
-			v[6] = reply[len(reply)-1]
-			p.d, _, p.err = decision(v[:])
+			p.d, _, p.err = decision(manyDecision(reply, i, p.c.params.Limit()))
 		}
 		close(p.done)
 	}
@@ -189,4 +186,14 @@ func sameCost(batch []*pending) bool {
 		}
 	}
 	return len(batch) > 1
+}
+
+// manyWidth is how many values many.lua replies per request.
+const manyWidth = 5
+
+// manyDecision puts request i's values of a many.lua reply in the order of
+// the single-request scripts' reply, with the limit the script leaves out.
+func manyDecision(reply []int64, i int, limit int64) []int64 {
+	v := reply[manyWidth*i : manyWidth*i+manyWidth]
+	return []int64{v[0], limit, v[1], v[2], v[3], v[4], reply[len(reply)-1]}
 }

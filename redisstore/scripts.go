@@ -96,7 +96,12 @@ func manySource(k algo.Kind) string {
 		parts = slices.Delete(slices.Clone(parts), i, i+1)
 	}
 	fmt.Fprintf(&b, "local WIDTH = %d\nlocal function one_request(KEYS, ARGV)\n", singleWidth(k))
-	b.WriteString(luaSource(parts...))
+	// The script ends by returning its reply as a table; the function
+	// returns the values themselves, which spares a table per request.
+	body := luaSource(parts...)
+	end := strings.LastIndex(body, "\nreturn {")
+	close := strings.LastIndex(body, "}")
+	b.WriteString(body[:end+1] + "return " + body[end+len("\nreturn {"):close] + body[close+1:])
 	b.WriteString("end\n")
 	b.WriteString(luaSource("many"))
 	return b.String()

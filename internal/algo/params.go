@@ -192,3 +192,12 @@ func Decide(p *Params, s *State, now, cost int64, r *Result) {
 	}
 	panic("algo: Decide called for " + p.Kind.String())
 }
+
+// Limit is what a decision under p reports as its Limit: the Burst of a
+// bucket, the Rate of a window.
+func (p *Params) Limit() int64 {
+	if p.Kind.IsBucket() {
+		return p.Burst
+	}
+	return p.Rate
+}

@@ -1,8 +1,9 @@
 -- Several independent requests in one call: the concurrent callers of one
 -- algorithm (and, on a cluster, one hash slot) gathered by coalesce.go.
 -- Each is decided by one_request, which is the algorithm's single-request
--- script (allow_*.lua) unchanged, made a function whose KEYS and ARGV are
--- its own, and in arrival order, so each decision is the one that script
+-- script (allow_*.lua) made a function whose KEYS and ARGV are its own and
+-- which returns its reply's values instead of a table (manySource in
+-- scripts.go), and in arrival order, so each decision is the one that script
 -- would have made alone at this instant: batching saves Redis the fixed cost
 -- of a call per request (reading the command, setting up the script, the
 -- ARGV strings of its limit), not a step of any decision.
@@ -13,8 +14,9 @@
 -- scripts.go), then the costs: one, when every request costs the same, else
 -- one per request; then, when m > 1, the number of each request's limit
 -- (1..m).
--- Returns {allowed, limit, remaining, retry_after, reset_after, delay} per
--- request, flat, then the time they were decided at.
+-- Returns {allowed, remaining, retry_after, reset_after, delay} per request,
+-- flat, then the time they were decided at; not the limit, which the
+-- client knows (every value of a reply costs Redis a conversion).
 local now = ARGV[1] + 0
 if now < 0 then
   local t = redis.call('TIME')
@@ -43,9 +45,9 @@ for i = 1, n do
     current = s
   end
   keys[1], argv[2] = KEYS[i], same or ARGV[costs + i]
-  local r = one_request(keys, argv)
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = r[1], r[2], r[3], r[4], r[5], r[6]
-  o = o + 6
+  local limit
+  out[o + 1], limit, out[o + 2], out[o + 3], out[o + 4], out[o + 5] = one_request(keys, argv)
+  o = o + 5
 end
 out[o + 1] = now
 return out
