@@ -81,6 +81,12 @@ type Synced struct {
 //	overshoot  = admitted − R ≤ Σ_{j≠i} min(λ_j·(2T + D), R)
 //	                          ≤ min((N−1)·λ·(2T + D), (N−1)·R)  (every λ_j ≤ λ)
 //
+// Here T is the time between two rounds that actually run: a round holds
+// the node's sync for its whole round trip and a background tick that
+// comes while one is in flight is skipped, so with T < D the rounds are
+// ⌈D/T⌉·T apart, and that is the T of the bound (package sim/bounds uses
+// it so). λ_j is a peak rate; with random (Poisson) arrivals use a high
+// quantile of the arrivals in 2T + D rather than the mean rate times it.
 // The R in the min is each node's own cap: its own admissions are part of
 // its known count. Undershoot is 0 for unit costs: known never exceeds the
 // true global count (pushes are never lost, only possibly counted twice
