@@ -38,6 +38,7 @@ func NewRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newConfigCmd(), newBenchCmd(), newServeCmd(), newProxyCmd())
+	root.AddCommand(newSimCmd())
 	return root
 }
 
