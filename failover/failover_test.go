@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -736,8 +736,8 @@ func TestDeadlineAwareStoreRunsInline(t *testing.T) {
 	const timeout = 20 * time.Millisecond
 	f := newFake(hangCtx)
 	defer close(f.release)
-	l, _ := newLimiter(t, deadlineAware{f}, Config{Mode: FailClosed, Timeout: timeout, FailureThreshold: 100})
-	before := runtime.NumGoroutine()
+	var calledOn atomic.Int64
+	l, _ := newLimiter(t, deadlineAware{f, &calledOn}, Config{Mode: FailClosed, Timeout: timeout, FailureThreshold: 100})
 	start := time.Now()
 	r, err := l.Decide(context.Background(), "k", floodgate.PerSecond(100), 1)
 	if took := time.Since(start); took > timeout+80*time.Millisecond {
@@ -746,11 +746,11 @@ func TestDeadlineAwareStoreRunsInline(t *testing.T) {
 	if err != nil || !r.Degraded || r.Allowed || !errors.Is(r.Cause, context.DeadlineExceeded) {
 		t.Fatalf("Decide = %+v, %v; want denied by fail_closed after the timeout", r, err)
 	}
-	if after := runtime.NumGoroutine(); after > before {
-		t.Errorf("%d goroutines after the call, %d before: the call should run inline", after, before)
+	if on, caller := calledOn.Load(), goroutineID(); on != caller {
+		t.Errorf("the store was called on goroutine %d, the caller is %d: the call should run inline", on, caller)
 	}
 	ok := newFake(succeed)
-	l2, _ := newLimiter(t, deadlineAware{ok}, Config{Mode: FailClosed})
+	l2, _ := newLimiter(t, deadlineAware{ok, nil}, Config{Mode: FailClosed})
 	if r, err := l2.Decide(context.Background(), "k", floodgate.PerSecond(100), 1); err != nil || r.Degraded || !r.Allowed {
 		t.Fatalf("healthy inline store: %+v, %v", r, err)
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -103,6 +106,32 @@ func (s singleStore) AllowN(ctx context.Context, key string, limit floodgate.Lim
 }
 
 // deadlineAware is a fake that says it honours deadlines, and does.
-type deadlineAware struct{ *fakeStore }
+type deadlineAware struct {
+	*fakeStore
+	calledOn *atomic.Int64 // the goroutine of the last call, when not nil
+}
 
 func (deadlineAware) HonorsDeadline() bool { return true }
+
+func (d deadlineAware) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
+	if d.calledOn != nil {
+		d.calledOn.Store(goroutineID())
+	}
+	return d.fakeStore.AllowN(ctx, key, limit, cost)
+}
+
+// goroutineID reads the current goroutine's number from its stack trace's
+// first line, "goroutine 42 [running]:": for tests only.
+func goroutineID() int64 {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	fields := strings.Fields(string(buf))
+	if len(fields) < 2 {
+		return -1
+	}
+	id, err := strconv.ParseInt(fields[1], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return id
+}

@@ -79,7 +79,7 @@ nodes halfway), bursts, skew (uniform, needs --skew), churn (a node dies at
 	fl.BoolVar(&f.csv, "csv", false, "print CSV, one record per run")
 	fl.BoolVar(&f.series, "series", false, "print the per-window series as CSV (admitted over time)")
 	cmd.MarkFlagsMutuallyExclusive("json", "csv", "series")
-	cmd.AddCommand(newSimTuneCmd(), newSimAccuracyCmd(), newSimBoundaryCmd())
+	cmd.AddCommand(newSimTuneCmd(), newSimAccuracyCmd(), newSimBoundaryCmd(), newSimPlotsCmd())
 	return cmd
 }
 
