@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/redisstore"
 )
 
 //go:embed lua/counter_add.lua
@@ -155,11 +156,5 @@ func counterNoScript(results []rueidis.RedisResult) []int {
 // up is the caller's error; Redis answering with an error is a defect
 // reported as is; no answer in time is the store being unavailable.
 func (r *RedisCounter) storeError(ctx context.Context, key string, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("cluster: redis counter: key %q: %w", key, ctx.Err())
-	}
-	if _, ok := rueidis.IsRedisErr(err); ok {
-		return fmt.Errorf("cluster: redis counter: key %q: %w", key, err)
-	}
-	return fmt.Errorf("cluster: redis counter: key %q: %w: %w", key, floodgate.ErrStoreUnavailable, err)
+	return redisstore.StoreError(ctx, fmt.Sprintf("cluster: redis counter: key %q", key), err)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/redisstore"
 )
 
 //go:embed lua/lease_renew.lua
@@ -130,11 +131,5 @@ func (c *RedisCoordinator) args(r LeaseRequest) []string {
 // error, Redis answering with an error is a defect reported as is, and no
 // answer in time is the store being unavailable.
 func (c *RedisCoordinator) storeError(ctx context.Context, key string, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("cluster: renewing lease on %q: %w", key, ctx.Err())
-	}
-	if _, ok := rueidis.IsRedisErr(err); ok {
-		return fmt.Errorf("cluster: renewing lease on %q: %w", key, err)
-	}
-	return fmt.Errorf("cluster: renewing lease on %q: %w: %w", key, floodgate.ErrStoreUnavailable, err)
+	return redisstore.StoreError(ctx, fmt.Sprintf("cluster: renewing lease on %q", key), err)
 }

@@ -230,13 +230,23 @@ func (l *Limiter) args(c *compiled, cost int64) []string {
 // error; Redis answering with an error is a defect to report as is; no
 // answer in time is the store being unavailable.
 func (l *Limiter) storeError(ctx context.Context, key string, err error) error {
+	return StoreError(ctx, fmt.Sprintf("redisstore: key %q", key), err)
+}
+
+// StoreError classifies the error of a call to Redis made on ctx, for
+// every part of Floodgate that keeps state there: the caller giving up
+// (ctx done) is the caller's error; Redis answering with an error is a
+// defect, reported as is; no answer in time is the store being
+// unavailable, and wraps floodgate.ErrStoreUnavailable. what names the call
+// at the start of the message.
+func StoreError(ctx context.Context, what string, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("redisstore: key %q: %w", key, ctx.Err())
+		return fmt.Errorf("%s: %w", what, ctx.Err())
 	}
 	if _, ok := rueidis.IsRedisErr(err); ok {
-		return fmt.Errorf("redisstore: key %q: %w", key, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return fmt.Errorf("redisstore: key %q: %w: %w", key, floodgate.ErrStoreUnavailable, err)
+	return fmt.Errorf("%s: %w: %w", what, floodgate.ErrStoreUnavailable, err)
 }
 
 // decision reads a script's reply: allowed, limit, remaining, retry_after,
