@@ -30,6 +30,9 @@ type fleetFlags struct {
 	sampleOneIn  int64
 }
 
+// fleetFlagNames are the flags register adds.
+var fleetFlagNames = []string{"strategy", "node-name", "cluster-bind", "cluster-join", "nodes", "sync-interval", "sample-one-in"}
+
 func (f *fleetFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.strategy, "strategy", string(config.StrategyExact), "how limits without their own strategy are shared between nodes: exact, local, leased, synced, sampled or gossip")
 	fl.StringVar(&f.nodeName, "node-name", "", "this node's name in the cluster, unique (default: the host name and a random suffix)")

@@ -41,6 +41,8 @@ type proxyFlags struct {
 	failureMode  string
 	storeTimeout time.Duration
 	logFormat    string
+	fleet        fleetFlags
+	fleetGiven   []string // cluster flags given without --config
 }
 
 func newProxyCmd() *cobra.Command {
@@ -66,6 +68,11 @@ func newProxyCmd() *cobra.Command {
 					f.conflicts = append(f.conflicts, "--"+name)
 				}
 			}
+			for _, name := range fleetFlagNames {
+				if cmd.Flags().Changed(name) {
+					f.fleetGiven = append(f.fleetGiven, "--"+name)
+				}
+			}
 			if f.config != "" {
 				return runRoutedProxy(cmd.Context(), f, cmd.ErrOrStderr())
 			}
@@ -87,6 +94,7 @@ func newProxyCmd() *cobra.Command {
 	fl.StringVar(&f.failureMode, "failure-mode", string(failover.FailOpen), "with --redis: fail_open, fail_closed or fail_local when Redis cannot answer")
 	fl.DurationVar(&f.storeTimeout, "store-timeout", failover.DefaultTimeout, "with --redis: the longest a decision waits")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	f.fleet.register(fl)
 	return cmd
 }
 
@@ -185,6 +193,9 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if f.upstream == "" || f.limit == "" {
 		return errors.New("--upstream and --limit (or --config) are required")
 	}
+	if len(f.fleetGiven) > 0 {
+		return fmt.Errorf("%s: the cluster strategies apply to a policy's limits: give --config", strings.Join(f.fleetGiven, ", "))
+	}
 	target, err := parseUpstream(f.upstream)
 	if err != nil {
 		return err
@@ -249,6 +260,9 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 		return err
 	}
 	defer st.close()
+	if st.fleet, err = openFleet(ctx, f.fleet, policies, st.redis, f.storeTimeout, log); err != nil {
+		return err
+	}
 	eng := engine.New(policies, st)
 	if f.maxDelay <= 0 {
 		return fmt.Errorf("--max-delay %s: want a positive duration", f.maxDelay)
@@ -259,6 +273,9 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	}
 	reload := func() error {
 		set, err := config.LoadFiles(f.config)
+		if err == nil {
+			err = st.fleet.check(set)
+		}
 		if err != nil {
 			log.Error("config reload failed; keeping the routes and policies in force", "error", err)
 			return err

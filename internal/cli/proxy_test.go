@@ -130,6 +130,7 @@ func TestProxyRejectsBadFlags(t *testing.T) {
 		{[]string{"--upstream", "http://127.0.0.1:1", "--limit", "10/m", "--by", "cookie"}, "--by"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--limit", "10/m", "--algorithm", "gcra"}, "gcra"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--limit", "10/m", "--trusted-proxies", "127.0.0.0/99"}, "--trusted-proxies"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--limit", "10/m", "--strategy", "local", "--nodes", "3"}, "--strategy, --nodes: the cluster strategies apply to a policy's limits"},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(context.Background(), append([]string{"proxy", "--http", "127.0.0.1:0"}, tc.args...), &out, &errOut)
