@@ -82,8 +82,10 @@ var (
 // peer more than one epoch ahead are dropped, so the bound needs σ < Period.
 //
 // Overshoot. Let D bound the gossip delay (the time until a node's count
-// has reached every other node: memberlist's gossip interval plus network
-// delay, with its push/pull interval as the worst case under loss) and λ
+// has reached every other node: memberlist sends the queued broadcasts
+// every gossip interval T to 3 random members, so ⌈log₃(N−1)⌉·T plus the
+// network delay, with its push/pull interval as the worst case under loss;
+// floodgate serve sets T from --sync-interval) and λ
 // the largest arrival rate of one node, in units per second. When a node
 // admits, its view lacks at most what the other nodes admitted in the last
 // D, and none of them admits more than R in a window, so per window the

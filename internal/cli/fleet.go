@@ -39,7 +39,7 @@ func (f *fleetFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.clusterBind, "cluster-bind", "", "host:port for the cluster's gossip (memberlist), e.g. 127.0.0.1:7946 (empty: no membership; the fleet is --nodes nodes)")
 	fl.StringVar(&f.clusterJoin, "cluster-join", "", "host:port of members already running, comma-separated")
 	fl.IntVar(&f.nodes, "nodes", 1, "the fleet's size, for local and leased shares, when there is no --cluster-bind")
-	fl.DurationVar(&f.syncInterval, "sync-interval", 100*time.Millisecond, "T: how often leased, synced and gossip sync with the fleet")
+	fl.DurationVar(&f.syncInterval, "sync-interval", 100*time.Millisecond, "T: how often leased, synced and gossip sync with the fleet (for gossip: memberlist's gossip interval)")
 	fl.Int64Var(&f.sampleOneIn, "sample-one-in", 10, "sampled: the shared counter is updated for 1 in this many admitted requests")
 }
 
@@ -152,7 +152,18 @@ func (fl *fleet) joinMembership(ctx context.Context, f fleetFlags, needed []stra
 		fl.members = cluster.StaticMembers{Name: name, Nodes: f.nodes}
 		return nil
 	}
-	m, err := cluster.NewMembership(ctx, cluster.MembershipConfig{Name: name, BindAddr: f.clusterBind, Logger: log})
+	cfg := cluster.MembershipConfig{Name: name, BindAddr: f.clusterBind, Logger: log}
+	for _, k := range needed {
+		if k.name == config.StrategyGossip {
+			// gossip's T is how often its counts go out: memberlist's
+			// gossip interval (its stated bound counts in rounds of it).
+			cfg.Timing.GossipInterval = f.syncInterval
+			if k.params.Interval > 0 {
+				cfg.Timing.GossipInterval = k.params.Interval
+			}
+		}
+	}
+	m, err := cluster.NewMembership(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("--cluster-bind %s: %w", f.clusterBind, err)
 	}

@@ -55,9 +55,10 @@ func TestOvershootFormulas(t *testing.T) {
 		{"sampled 1/10: 3·√9000 + 9·(44 + 1)", Sampled, base(), 3*math.Sqrt(9000) + 405},
 		{"sampled with p = 1: staleness only, 9·(1 + 1)", Sampled, with(func(p *Params) { p.OneIn = 1 }), 18},
 		{"sampled with g given: 3·√9000 + 9·(5 + 1)", Sampled, with(func(p *Params) { p.Gap = 5 }), 3*math.Sqrt(9000) + 54},
-		{"gossip: 9·200·0.005", Gossip, base(), 9},
+		{"gossip: 9·200·(2·0.1 + 0.005), two rounds of fan-out 3 to reach 9", Gossip, base(), 369},
+		{"gossip: 3·200·(0.1 + 0.005), one round reaches 3", Gossip, with(func(p *Params) { p.Nodes = 4 }), 63},
 		{"gossip capped at (N−1)·R", Gossip, with(func(p *Params) { p.Delay = 10 * time.Second }), 9000},
-		{"gossip skewed: R + 2·9", Gossip, with(func(p *Params) { p.Skew = 10 * time.Millisecond }), 1018},
+		{"gossip skewed: R + 2·369", Gossip, with(func(p *Params) { p.Skew = 10 * time.Millisecond }), 1738},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -187,7 +188,8 @@ func TestLongestInterval(t *testing.T) {
 		{"leased with equal clocks: any T", Leased, base(), 0.05, 0, AnyInterval},
 		{"local: any T", Local, base(), 0, 0, AnyInterval},
 		{"exact: any T", Exact, base(), 0, 0, AnyInterval},
-		{"gossip within tolerance: any T", Gossip, base(), 0.05, 0, AnyInterval},
+		// 9·200·(2T + 0.005) ≤ 50 as for synced: two rounds of broadcasts
+		{"gossip at 5%", Gossip, base(), 0.05, 11388 * time.Microsecond, Bounded},
 		{"gossip over tolerance: no T helps", Gossip, base(), 0.001, 0, NoInterval},
 		{"sampled: the sampling term ignores T", Sampled, base(), 0.05, 0, NoInterval},
 		{"synced at 1%: T would be 277µs, below the round trip", Synced, base(), 0.01, 0, NoInterval},
@@ -309,9 +311,9 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs
 // TestPoissonArrivals: with Poisson set, the others' arrivals are a
 // quantile of a Poisson stream, not the steady product.
 func TestPoissonArrivals(t *testing.T) {
-	// gossip's (N−1)·λ·D = 9; Poisson(9): P(X ≤ 15) = 0.9780,
-	// P(X ≤ 16) = 0.9889, so the 0.98 quantile is 16.
-	p := with(func(p *Params) { p.Poisson = 0.98 })
+	// gossip's (N−1)·λ·(T + D) = 3·200·(0.010 + 0.005) = 9; Poisson(9):
+	// P(X ≤ 15) = 0.9780, P(X ≤ 16) = 0.9889, so the 0.98 quantile is 16.
+	p := with(func(p *Params) { p.Poisson, p.Nodes, p.Interval = 0.98, 4, 10*time.Millisecond })
 	got, err := Overshoot(Gossip, p)
 	if err != nil || got != 16 {
 		t.Errorf("gossip with Poisson(9) arrivals at 98%%: %v, %v; want 16", got, err)

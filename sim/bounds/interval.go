@@ -122,7 +122,7 @@ func noneReason(strategy string, p Params, low, high, target float64) string {
 			why = fmt.Sprintf(": sampled has no T; its sampling term z·σ = %s and staleness (N−1)·(g + λ·D) depend on p, not T (lower OneIn)",
 				units(sampledSigmaTerm(p)))
 		case Gossip:
-			why = ": gossip's bound (N−1)·λ·D depends on the gossip delay D, not on T"
+			why = ": gossip's bound (N−1)·λ·(rounds·T + D) is over it even as T → 0: the network delay D alone"
 		case Local:
 			why = ": local's windows move with clock skew, not with T"
 		}

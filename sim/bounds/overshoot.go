@@ -97,11 +97,27 @@ func sampledSigmaTerm(p Params) float64 {
 // gossipOvershoot is the per-epoch bound, or the reference-clock one when
 // the nodes' clocks are skewed.
 func gossipOvershoot(p Params) float64 {
-	o := math.Min(othersArrivals(p, p.others()*p.ArrivalRate*p.Delay.Seconds()), p.others()*p.rate())
+	o := math.Min(othersArrivals(p, p.others()*p.ArrivalRate*gossipDelay(p).Seconds()), p.others()*p.rate())
 	if p.Skew != 0 {
 		return p.rate() + 2*o
 	}
 	return o
+}
+
+// gossipFanout is how many random members memberlist sends each round's
+// broadcasts to (its GossipNodes, 3 by default).
+const gossipFanout = 3
+
+// gossipDelay is gossip's D: a node's count goes out with the next round of
+// broadcasts, every Interval (serve sets memberlist's gossip interval to
+// the strategy's interval), and reaches every other node after
+// ⌈log₃(N−1)⌉ rounds of fan-out 3, each a network trip (Delay).
+func gossipDelay(p Params) time.Duration {
+	rounds := 1
+	for reach := gossipFanout; reach < p.Nodes-1; reach *= gossipFanout {
+		rounds++
+	}
+	return time.Duration(rounds)*p.Interval + p.Delay
 }
 
 // ErrNoOutageBound is wrapped by OutageOvershoot's error for a strategy

@@ -36,8 +36,9 @@ type Params struct {
 	// worst case of the "(every λ_j ≤ λ)" forms.
 	ArrivalRate float64
 	// Delay is D: for leased, synced and sampled the round trip of one
-	// call to the shared store (send to reply); for gossip the time until
-	// a node's count has reached every other node.
+	// call to the shared store (send to reply); for gossip the network's
+	// one-way delay, to which the rounds of broadcasting add: a count
+	// reaches every other node within ⌈log₃(N−1)⌉·Interval + Delay.
 	Delay time.Duration
 	// OneIn is sampled's 1/p: a node pushes an admitted request to the
 	// shared counter with probability p = 1/OneIn. Required by sampled,

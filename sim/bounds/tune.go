@@ -148,7 +148,9 @@ func tuneSampled(row TuneRow, p Params, tolerance float64) (TuneRow, Params, err
 }
 
 // usesInterval tells the strategies whose setting is a T.
-func usesInterval(strategy string) bool { return strategy == Leased || strategy == Synced }
+func usesInterval(strategy string) bool {
+	return strategy == Leased || strategy == Synced || strategy == Gossip
+}
 
 // fill computes the row's bounds and cost at the setting q.
 func (r *TuneRow) fill(q Params, keys int) error {

@@ -28,7 +28,7 @@ func TestTunePicksEachStrategysSetting(t *testing.T) {
 		Leased:  {AnyInterval, time.Second}, // never overshoots: one round per window shown
 		Synced:  {Bounded, 11388 * time.Microsecond},
 		Sampled: {Bounded, 0},
-		Gossip:  {AnyInterval, 0},
+		Gossip:  {Bounded, 11388 * time.Microsecond},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("%d rows, want %d", len(rows), len(want))
