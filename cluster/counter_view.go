@@ -176,3 +176,30 @@ type counterViewKey struct {
 type counterSystemClock struct{}
 
 func (counterSystemClock) Now() time.Time { return time.Now() }
+
+// counterViews are a strategy's views of its keys.
+type counterViews struct {
+	mu sync.RWMutex // guards m
+	m  map[counterViewKey]*counterView
+}
+
+// get returns the view of k. A missing one is made by fresh and stored,
+// then added is called, both under the write lock.
+func (vs *counterViews) get(k counterViewKey, fresh func() *counterView, added func()) *counterView {
+	vs.mu.RLock()
+	v, ok := vs.m[k]
+	vs.mu.RUnlock()
+	if ok {
+		return v
+	}
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
+	if v, ok = vs.m[k]; !ok {
+		v = fresh()
+		vs.m[k] = v
+		if added != nil {
+			added()
+		}
+	}
+	return v
+}

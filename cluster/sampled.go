@@ -48,8 +48,7 @@ type Sampled struct {
 	randMu sync.Mutex
 	rand   *rand.Rand
 
-	mu    sync.RWMutex // guards views
-	views map[counterViewKey]*counterView
+	views counterViews
 	swept int // len(views) after the last sweep
 }
 
@@ -114,7 +113,7 @@ func NewSampled(cfg SampledConfig) (*Sampled, error) {
 	case cfg.OneIn < 1 || cfg.OneIn > sampledMaxOneIn:
 		return nil, fmt.Errorf("cluster: SampledConfig.OneIn must be between 1 and %d (p = 1/OneIn), got %d", sampledMaxOneIn, cfg.OneIn)
 	}
-	s := &Sampled{counter: cfg.Counter, oneIn: cfg.OneIn, clock: cfg.Clock, views: map[counterViewKey]*counterView{}}
+	s := &Sampled{counter: cfg.Counter, oneIn: cfg.OneIn, clock: cfg.Clock, views: counterViews{m: map[counterViewKey]*counterView{}}}
 	if s.clock == nil {
 		s.clock = counterSystemClock{}
 	}
@@ -256,40 +255,26 @@ func (s *Sampled) refresh(ctx context.Context, k counterViewKey, v *counterView)
 // now, so that a new key decides locally for up to a period before it
 // needs the store.
 func (s *Sampled) view(k counterViewKey) *counterView {
-	s.mu.RLock()
-	v, ok := s.views[k]
-	s.mu.RUnlock()
-	if ok {
-		return v
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok = s.views[k]
-	if !ok {
-		v = &counterView{lastOK: s.clock.Now()}
-		s.views[k] = v
-		s.sweep()
-	}
-	return v
+	return s.views.get(k, func() *counterView { return &counterView{lastOK: s.clock.Now()} }, s.sweep)
 }
 
 // sweep drops, once the map has doubled since the last sweep, the views
 // no decision used in the current or previous window and with nothing to
-// send. Call with s.mu held.
+// send. Call with s.views.mu held.
 func (s *Sampled) sweep() {
-	if len(s.views) < 2*max(s.swept, 64) {
+	if len(s.views.m) < 2*max(s.swept, 64) {
 		return
 	}
 	now := s.store.now()
-	for k, v := range s.views {
+	for k, v := range s.views.m {
 		v.mu.Lock()
 		if v.used < counterWindowOf(now, k.period)-1 && v.cur.owed == 0 && v.prev.owed == 0 && v.cur.pending == 0 {
-			delete(s.views, k)
+			delete(s.views.m, k)
 			v.gone = true
 		}
 		v.mu.Unlock()
 	}
-	s.swept = len(s.views)
+	s.swept = len(s.views.m)
 }
 
 // Close releases nothing and exists so that every strategy closes alike:

@@ -42,8 +42,7 @@ type Synced struct {
 	log     *slog.Logger
 	limits  memo.Cache[floodgate.Limit, algo.Params]
 
-	mu    sync.RWMutex // guards views
-	views map[counterViewKey]*counterView
+	views counterViews
 
 	round  sync.Mutex   // one round at a time
 	lastOK atomic.Int64 // node clock, µs, at the end of the last successful round
@@ -120,7 +119,7 @@ func NewSynced(cfg SyncedConfig) (*Synced, error) {
 		return nil, fmt.Errorf("cluster: SyncedConfig.Interval must be positive, got %s", cfg.Interval)
 	}
 	s := &Synced{counter: cfg.Counter, every: cfg.Interval, clock: cfg.Clock, log: cfg.Logger,
-		views: map[counterViewKey]*counterView{}}
+		views: counterViews{m: map[counterViewKey]*counterView{}}}
 	if s.clock == nil {
 		s.clock = counterSystemClock{}
 	}
@@ -176,21 +175,7 @@ func (s *Synced) fresh(period int64) error {
 
 // view returns the view of a key, creating it.
 func (s *Synced) view(key string, period int64) *counterView {
-	k := counterViewKey{key, period}
-	s.mu.RLock()
-	v, ok := s.views[k]
-	s.mu.RUnlock()
-	if ok {
-		return v
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok = s.views[k]
-	if !ok {
-		v = &counterView{}
-		s.views[k] = v
-	}
-	return v
+	return s.views.get(counterViewKey{key, period}, func() *counterView { return &counterView{} }, nil)
 }
 
 // Sync runs one round: it pushes what this node admitted since the last
@@ -234,16 +219,16 @@ func (s *Synced) Sync(ctx context.Context) error {
 // window, whose counts no longer matter.
 func (s *Synced) prepare() ([]counterViewKey, []counterFlight, []CounterAdd) {
 	now := s.store.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	keys := make([]counterViewKey, 0, len(s.views))
-	flights := make([]counterFlight, 0, len(s.views))
-	adds := make([]CounterAdd, 0, len(s.views))
-	for k, v := range s.views {
+	s.views.mu.Lock()
+	defer s.views.mu.Unlock()
+	keys := make([]counterViewKey, 0, len(s.views.m))
+	flights := make([]counterFlight, 0, len(s.views.m))
+	adds := make([]CounterAdd, 0, len(s.views.m))
+	for k, v := range s.views.m {
 		v.mu.Lock()
 		v.roll(counterWindowOf(now, k.period))
 		if v.used < v.window-1 && v.cur.local == 0 && v.prev.local == 0 {
-			delete(s.views, k)
+			delete(s.views.m, k)
 			v.gone = true
 			v.mu.Unlock()
 			continue
