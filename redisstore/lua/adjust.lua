@@ -47,13 +47,7 @@ end
 
 -- A refund takes from the current window first, then from the previous.
 local function adjust_sliding_window(p, s, now, delta)
-  local start = window_start(p, s, now)
-  local current, previous = 0, 0
-  if s[1] == start then
-    current, previous = s[2], s[3]
-  elseif s[1] == start - p.period then
-    previous = s[2]
-  end
+  local start, current, previous = sliding_counts(p, s, now)
   local rest = current + delta
   if rest < 0 then
     current, previous = 0, math.max(0, previous + rest)

@@ -37,14 +37,18 @@ local function sliding_retry(p, start, current, previous, cost)
   return start + 2 * p.period - mul_div_floor(p.rate - cost, p.period, current)
 end
 
-local function decide_sliding_window(p, s, now, cost)
+-- sliding_counts reads a sliding window's state at now: the current
+-- window's start and count, and the previous window's count
+-- (slidingCounts in internal/algo/window.go).
+local function sliding_counts(p, s, now)
   local start = window_start(p, s, now)
-  local current, previous = 0, 0
-  if s[1] == start then
-    current, previous = s[2], s[3]
-  elseif s[1] == start - p.period then
-    previous = s[2]
-  end
+  if s[1] == start then return start, s[2], s[3] end
+  if s[1] == start - p.period then return start, 0, s[2] end
+  return start, 0, 0
+end
+
+local function decide_sliding_window(p, s, now, cost)
+  local start, current, previous = sliding_counts(p, s, now)
   local elapsed = math.max(0, now - start)
   local weighted = mul_div_ceil(previous, p.period - elapsed, p.period)
   local r = result(p.rate)
