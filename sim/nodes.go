@@ -107,7 +107,7 @@ func (s *simulation) newNode(i int, sh shared) (*node, error) {
 		var g *cluster.Gossip
 		g, err = cluster.NewGossip(cluster.GossipConfig{Members: mem, Transport: n.link, Clock: n.clock,
 			Interval: c.Interval, Logger: quiet})
-		n.lim, n.round = g, func(ctx context.Context) { g.Tick(ctx); s.pushPull(n) }
+		n.lim, n.round = g, func(ctx context.Context) { g.Tick(ctx); s.flush(n.link); s.pushPull(n) }
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sim: %s node %d: %w", c.Strategy, i, err)
