@@ -40,7 +40,7 @@ type pending struct {
 	key  string // with the prefix
 	c    *compiled
 	cost int64
-	done chan struct{} // closed when d and err are set
+	done chan struct{} // receives one value when d and err are set
 	d    floodgate.Decision
 	err  error
 }
@@ -74,7 +74,8 @@ func (b *batcher) decide(ctx context.Context, key string, c *compiled, cost int6
 	if err := ctx.Err(); err != nil {
 		return floodgate.Decision{}, fmt.Errorf("redisstore: key %q: %w", key[len(b.l.cfg.KeyPrefix):], err)
 	}
-	p := &pending{key: key, c: c, cost: cost, done: make(chan struct{})}
+	p := b.l.pendings.Get().(*pending)
+	p.key, p.c, p.cost = key, c, cost
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
 	var batch []*pending
@@ -91,14 +92,16 @@ func (b *batcher) decide(ctx context.Context, key string, c *compiled, cost int6
 			if next := b.done(); next != nil {
 				go b.run(next)
 			}
-			return p.d, p.err
+			<-p.done // sent to by send, above
+			return b.l.release(p)
 		}
 		go b.run(batch)
 	}
 	select {
 	case <-p.done:
-		return p.d, p.err
+		return b.l.release(p)
 	case <-ctx.Done():
+		// p is not reused: its batch will still write to it.
 		// The batch goes on without this caller: its request may still be
 		// decided (and counted), as a timed-out single call may have been.
 		return floodgate.Decision{}, fmt.Errorf("redisstore: key %q: %w", p.key[len(b.l.cfg.KeyPrefix):], ctx.Err())
@@ -154,7 +157,7 @@ func (b *batcher) send(batch []*pending) {
 	if len(batch) == 1 {
 		p := batch[0]
 		p.d, _, p.err = l.call(context.Background(), l.scripts.single[p.c.params.Kind], p.key[len(l.cfg.KeyPrefix):], singleArgs(l.now(), p.c, p.cost, l.slack))
-		close(p.done)
+		p.done <- struct{}{}
 		return
 	}
 	keys, args := batchCall(l.now(), l.slack, batch)
@@ -170,7 +173,7 @@ func (b *batcher) send(batch []*pending) {
 		} else {
 			p.d, _, p.err = decision(manyDecision(reply, i, p.c.params.Limit()))
 		}
-		close(p.done)
+		p.done <- struct{}{}
 	}
 }
 
@@ -237,4 +240,14 @@ const manyWidth = 5
 func manyDecision(reply []int64, i int, limit int64) []int64 {
 	v := reply[manyWidth*i : manyWidth*i+manyWidth]
 	return []int64{v[0], limit, v[1], v[2], v[3], v[4], reply[len(reply)-1]}
+}
+
+// release returns a pending request's outcome and the pending itself to
+// the pool: a caller that waited to the end (one that gave up leaves its
+// pending to the batch still writing to it).
+func (l *Limiter) release(p *pending) (floodgate.Decision, error) {
+	d, err := p.d, p.err
+	*p = pending{done: p.done}
+	l.pendings.Put(p)
+	return d, err
 }

@@ -85,6 +85,7 @@ type Limiter struct {
 
 	batchers     [algo.SlidingWindow + 1]*batcher // standalone: one per algorithm
 	slotBatchers sync.Map                         // cluster: per hash slot and algorithm
+	pendings     sync.Pool                        // of *pending, each with its done channel
 }
 
 // New connects to Redis. It fails if no address answers within DialTimeout.
@@ -112,6 +113,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("redisstore: connecting to %v: %w: %w", cfg.Addrs, floodgate.ErrStoreUnavailable, err)
 	}
 	l := &Limiter{client: client, cfg: cfg, scripts: loadScripts(), cluster: client.Mode() == rueidis.ClientModeCluster}
+	l.pendings.New = func() any { return &pending{done: make(chan struct{}, 1)} }
 	for k := range l.batchers {
 		l.batchers[k] = &batcher{l: l, script: l.scripts.many[k]}
 	}
