@@ -146,6 +146,13 @@
 // if_missing: skip. A cost from a header must be a whole number of at
 // least 1; anything else is refused with 400.
 //
+// A cost can also be reconciled after the response, as LLM APIs need for
+// tokens: `cost: {estimate: 1000, actual_trailer: X-Tokens-Used}` (or
+// actual_header, and header instead of estimate) reserves the estimate when
+// the request is decided, then charges or gives back the difference the
+// upstream reports, past the limit if need be, never below empty. A
+// response without a usable amount keeps the estimate (and is logged).
+//
 // Loading checks each route descriptor against the domain's tree: keys
 // that can reach no descriptor with a limit (a misspelt key, entries in the
 // wrong order, stopping above the limit) are an error, with the line.

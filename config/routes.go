@@ -47,6 +47,12 @@ type Route struct {
 	Cost int64
 	// CostHeader, when set, names the request header that holds the cost.
 	CostHeader string
+	// ActualHeader or ActualTrailer, when set, name the response header or
+	// trailer that says what the request really cost: the cost above is
+	// then an estimate, reserved when the request is decided, and the
+	// difference is charged or refunded when the response is complete (an
+	// LLM API's tokens).
+	ActualHeader, ActualTrailer string
 	// File and Line are where the route is written.
 	File string
 	Line int
@@ -54,6 +60,24 @@ type Route struct {
 	pathMatch httplimit.KeyFunc // nil when PathPrefix is ""
 	hostMatch httplimit.KeyFunc // normalises r.Host
 	cost      httplimit.CostFunc
+	actual    httplimit.ActualFunc // nil unless the cost is reconciled
+}
+
+// Reconciles reports whether the route's cost is an estimate to correct
+// from the response (ActualCost).
+func (rt *Route) Reconciles() bool { return rt.actual != nil }
+
+// ActualCost reads what a request of a reconciling route really cost from
+// its finished response. An error wraps ErrBadCost and names the field.
+func (rt *Route) ActualCost(resp *httplimit.Response) (int64, error) {
+	if rt.actual == nil {
+		return 0, fmt.Errorf("route %q: %w: the route does not reconcile its cost", rt.Name, ErrBadCost)
+	}
+	n, err := rt.actual(resp)
+	if err != nil {
+		return 0, fmt.Errorf("route %q: %w: %w", rt.Name, ErrBadCost, err)
+	}
+	return n, nil
 }
 
 // RouteDescriptor is one descriptor a route builds from a request.
@@ -340,21 +364,68 @@ func (d *decoder) routeCost(n *yaml.Node, where string, rt *Route) error {
 	if err != nil {
 		return err
 	}
+	given := map[string]*yaml.Node{}
 	for _, f := range fs {
-		if f.name != "header" {
-			return d.unknown(f, where+": cost", []string{"header"})
+		given[f.name] = f.value
+		switch f.name {
+		case "header", "actual_header", "actual_trailer":
+			err = d.costHeaderName(f.value, where+": cost: "+f.name, rt, f.name)
+		case "estimate":
+			var c int64
+			if c, err = d.integer(f.value, where+": cost: estimate"); err == nil && c < 1 {
+				err = d.errorf(f.value, "%s: cost: estimate must be at least 1, got %d", where, c)
+			}
+			rt.Cost = c
+		default:
+			err = d.unknown(f, where+": cost", costFields)
 		}
-		if rt.CostHeader, err = d.str(f.value, where+": cost: header"); err != nil {
+		if err != nil {
 			return err
 		}
-		if !isToken(rt.CostHeader) {
-			return d.errorf(f.value, "%s: cost: header %q is not a header name", where, rt.CostHeader)
-		}
 	}
-	if rt.CostHeader == "" {
-		return d.errorf(n, "%s: cost wants a whole number or {header: NAME}", where)
+	switch {
+	case given["header"] != nil && given["estimate"] != nil:
+		return d.errorf(n, "%s: cost: give header or estimate, not both", where)
+	case given["actual_header"] != nil && given["actual_trailer"] != nil:
+		return d.errorf(n, "%s: cost: give actual_header or actual_trailer, not both", where)
+	case given["estimate"] != nil && rt.ActualHeader == "" && rt.ActualTrailer == "":
+		return d.errorf(n, "%s: cost: an estimate needs actual_header or actual_trailer (else give the number itself)", where)
+	case rt.CostHeader == "" && rt.ActualHeader == "" && rt.ActualTrailer == "":
+		return d.errorf(n, "%s: cost wants a whole number, {header: NAME}, or an estimate with actual_header or actual_trailer", where)
 	}
-	rt.cost = httplimit.CostFromHeader(rt.CostHeader)
+	if rt.CostHeader != "" {
+		rt.cost = httplimit.CostFromHeader(rt.CostHeader)
+	}
+	switch {
+	case rt.ActualHeader != "":
+		rt.actual = httplimit.ActualFromHeader(rt.ActualHeader)
+	case rt.ActualTrailer != "":
+		rt.actual = httplimit.ActualFromTrailer(rt.ActualTrailer)
+	}
+	return nil
+}
+
+// costFields are the keys of a route's cost given as a mapping.
+var costFields = []string{"header", "estimate", "actual_header", "actual_trailer"}
+
+// costHeaderName reads a header name of a route's cost into the field the
+// key names.
+func (d *decoder) costHeaderName(n *yaml.Node, what string, rt *Route, key string) error {
+	name, err := d.str(n, what)
+	if err != nil {
+		return err
+	}
+	if !isToken(name) {
+		return d.errorf(n, "%s: %q is not a header name", what, name)
+	}
+	switch key {
+	case "header":
+		rt.CostHeader = name
+	case "actual_header":
+		rt.ActualHeader = name
+	default:
+		rt.ActualTrailer = name
+	}
 	return nil
 }
 

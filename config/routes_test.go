@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/httplimit"
 )
 
 func loadGateway(t *testing.T) *config.Set {
@@ -188,7 +189,12 @@ func TestInvalidRoutes(t *testing.T) {
 		{"bad method", "routes:\n  - methods: [GET, 'P T']\n" + ok, 10, `methods[1]: "P T" is not an HTTP method`},
 		{"zero cost", "routes:\n  - cost: 0\n" + ok, 10, "cost must be at least 1"},
 		{"cost list", "routes:\n  - cost: [1]\n" + ok, 10, "cost wants a whole number or {header: NAME}, not a list"},
-		{"cost without header", "routes:\n  - cost: {}\n" + ok, 10, "cost wants a whole number or {header: NAME}"},
+		{"cost without header", "routes:\n  - cost: {}\n" + ok, 10, "cost wants a whole number, {header: NAME}, or an estimate"},
+		{"estimate without actual", "routes:\n  - cost: {estimate: 10}\n" + ok, 10, "an estimate needs actual_header or actual_trailer"},
+		{"estimate of 0", "routes:\n  - cost: {estimate: 0, actual_header: X-Used}\n" + ok, 10, "estimate must be at least 1, got 0"},
+		{"header and estimate", "routes:\n  - cost: {header: X-Cost, estimate: 5, actual_header: X-Used}\n" + ok, 10, "give header or estimate, not both"},
+		{"two actuals", "routes:\n  - cost: {estimate: 5, actual_header: X-Used, actual_trailer: X-Used}\n" + ok, 10, "give actual_header or actual_trailer, not both"},
+		{"actual not a header name", "routes:\n  - cost: {estimate: 5, actual_trailer: 'X Used'}\n" + ok, 10, `actual_trailer: "X Used" is not a header name`},
 		{"unknown source", "routes:\n  - descriptors: [{entries: [{key: k, from: cookie}]}]\n", 10, `from "cookie": want ip, header:NAME`},
 		{"header without a name", "routes:\n  - descriptors: [{entries: [{key: k, from: 'header:'}]}]\n", 10, `from "header:"`},
 		{"from and value", "routes:\n  - descriptors: [{entries: [{key: k, from: ip, value: x}]}]\n", 10, "give from or value, not both"},
@@ -271,4 +277,39 @@ func FuzzParseRoutes(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A route's cost may be an estimate, reconciled from a response header or
+// trailer; the others are not reconciled.
+func TestReconciledRouteCost(t *testing.T) {
+	set, err := config.Parse("routes.yaml", []byte(`domain: llm
+descriptors:
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 90000}
+routes:
+  - name: completions
+    path_prefix: /v1/completions
+    cost: {estimate: 1000, actual_trailer: X-Tokens-Used}
+    descriptors: [{entries: [{key: tenant, from: "header:X-Tenant"}]}]
+  - name: plain
+    cost: 3
+    descriptors: [{entries: [{key: tenant, from: "header:X-Tenant"}]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := set.Routes()
+	req := httptest.NewRequest("POST", "/v1/completions", nil)
+	req.Header.Set("X-Tenant", "acme")
+	_, cost, err := routes[0].Request(req)
+	if err != nil || cost != 1000 || !routes[0].Reconciles() || routes[1].Reconciles() {
+		t.Fatalf("estimate %d (%v), reconciles %v / %v; want 1000, true / false", cost, err, routes[0].Reconciles(), routes[1].Reconciles())
+	}
+	resp := &httplimit.Response{Header: http.Header{}, Trailer: http.Header{"X-Tokens-Used": {"3412"}}}
+	if n, err := routes[0].ActualCost(resp); err != nil || n != 3412 {
+		t.Fatalf("ActualCost = %d, %v; want 3412", n, err)
+	}
+	if _, err := routes[0].ActualCost(&httplimit.Response{Header: http.Header{}, Trailer: http.Header{}}); !errors.Is(err, config.ErrBadCost) {
+		t.Fatalf("a response without the trailer: %v, want ErrBadCost", err)
+	}
 }

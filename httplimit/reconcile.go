@@ -118,9 +118,7 @@ func reconciles(applied []*rule) bool {
 // returns only after the corrections, so the client's next request sees
 // them.
 func (m *middleware) serveReconciled(w http.ResponseWriter, r *http.Request, next http.Handler, applied []*rule, reqs []floodgate.Request) {
-	rec := &recorder{w: w}
-	next.ServeHTTP(rec, r)
-	resp := rec.response(r)
+	resp := ServeRecorded(w, r, next)
 	// The work is done whether or not the client is still there: charge
 	// for it on a context its leaving does not cancel.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.opts.ReconcileTimeout)
@@ -232,4 +230,14 @@ func (rec *recorder) response(r *http.Request) *Response {
 		}
 	}
 	return resp
+}
+
+// ServeRecorded serves r with next, passing everything through to w
+// (flushes included, for streams), and returns what was sent, trailers
+// included, for an ActualFunc to read: for handlers and proxies that
+// reconcile a cost themselves.
+func ServeRecorded(w http.ResponseWriter, r *http.Request, next http.Handler) *Response {
+	rec := &recorder{w: w}
+	next.ServeHTTP(rec, r)
+	return rec.response(r)
 }

@@ -58,6 +58,10 @@ type Descriptor struct {
 	// The descriptor is then never over the limit; its statuses tell what
 	// remains after the refund.
 	Refund bool
+	// Charge takes the hits whatever the limit says, past it if need be:
+	// for a request that used more than it reserved (the work is done). As
+	// with Refund, the descriptor is never over the limit in the answer.
+	Charge bool
 	// Override, when set, replaces the limit the policy gives (Envoy's
 	// per-descriptor limit override); it is counted under its own key.
 	Override *floodgate.Limit
@@ -158,6 +162,8 @@ func validate(req Request) error {
 			return badRequest("descriptor %d has %d entries, at most %d", i, len(d.Entries), MaxEntries)
 		case d.Hits < 0 || d.Hits > MaxHits:
 			return badRequest("descriptor %d: hits %d outside [0, %d]", i, d.Hits, int64(MaxHits))
+		case d.Refund && d.Charge:
+			return badRequest("descriptor %d both refunds and charges its hits", i)
 		}
 		for j, e := range d.Entries {
 			if e.Key == "" {

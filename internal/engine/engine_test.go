@@ -219,3 +219,40 @@ func TestBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// A request that used more than it reserved is charged the difference,
+// past the limit if need be; one that used less gets it back. Neither is
+// ever over the limit in its answer.
+func TestChargeAndRefund(t *testing.T) {
+	e, _ := newEngine(t, policy)
+	remaining := func(r engine.Response) int64 { return r.Descriptors[0].Limits[0].Decision.Remaining }
+	with := func(hits int64, change func(*engine.Descriptor)) engine.Request {
+		d := desc("user", "kim")
+		d.Hits = hits
+		change(&d)
+		return engine.Request{Descriptors: []engine.Descriptor{d}}
+	}
+	plain := func(*engine.Descriptor) {}
+	charge := func(d *engine.Descriptor) { d.Charge = true }
+	refund := func(d *engine.Descriptor) { d.Refund = true }
+	for i, s := range []struct {
+		req       engine.Request
+		code      engine.Code
+		remaining int64
+	}{
+		{with(1, plain), engine.OK, 2},
+		{with(5, charge), engine.OK, 0}, // 6 taken of 3: the overrun is charged
+		{with(1, plain), engine.OverLimit, 0},
+		{with(4, refund), engine.OK, 1},
+		{with(1, plain), engine.OK, 0},
+	} {
+		r := decide(t, e, s.req)
+		if r.Code != s.code || remaining(r) != s.remaining {
+			t.Fatalf("step %d: %v with %d remaining, want %v with %d", i, r.Code, remaining(r), s.code, s.remaining)
+		}
+	}
+	bad := with(1, func(d *engine.Descriptor) { d.Charge, d.Refund = true, true })
+	if _, err := e.Decide(ctx, engine.Request{Domain: "api", Descriptors: bad.Descriptors}); !errors.Is(err, engine.ErrBadRequest) {
+		t.Fatalf("charge and refund at once: %v, want ErrBadRequest", err)
+	}
+}

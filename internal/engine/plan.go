@@ -17,7 +17,7 @@ type item struct {
 	cost   int64
 	shadow bool // shadow or quota mode: reported, never denies
 	denies bool // requests_per_unit 0: denies without asking a store
-	refund bool // gives cost back (is_negative_hits)
+	adjust int64 // −1 gives cost back (is_negative_hits), +1 charges it regardless; 0 decides
 }
 
 // plan is a request turned into items, decided in groups.
@@ -40,7 +40,7 @@ func newPlan(req Request, descs []config.Descriptor, set *config.Set, rules [][]
 		if d.Override != nil && known { // Envoy applies an override whatever the tree says
 			rule := config.Rule{Domain: req.Domain, Limit: *d.Override, Count: 1}
 			key := req.Domain + "/!override/" + escapeDescriptor(descs[i]) + "/" + d.Override.String()
-			p.items = append(p.items, item{desc: i, status: LimitStatus{Rule: rule, Limit: *d.Override, Key: key}, cost: cost, refund: d.Refund})
+			p.items = append(p.items, item{desc: i, status: LimitStatus{Rule: rule, Limit: *d.Override, Key: key}, cost: cost, adjust: adjustOf(d)})
 			continue
 		}
 		for _, r := range rules[i] {
@@ -52,8 +52,8 @@ func newPlan(req Request, descs []config.Descriptor, set *config.Set, rules [][]
 				status: LimitStatus{Rule: r, Limit: r.Limit, Key: r.StateKey(descs[i])},
 				cost:   cost,
 				shadow: r.ShadowMode || r.QuotaMode,
-				denies: r.DeniesAll() && !d.Refund,
-				refund: d.Refund,
+				denies: r.DeniesAll() && adjustOf(d) == 0,
+				adjust: adjustOf(d),
 			})
 		}
 	}
@@ -86,8 +86,8 @@ func (p *plan) run(ctx context.Context, stores Stores) error {
 	for i := range p.items {
 		it := &p.items[i]
 		switch {
-		case it.refund:
-			continue // see refund, after the rest
+		case it.adjust != 0:
+			continue // see adjust, after the rest
 		case it.denies:
 			it.status.Decision = floodgate.Decision{RetryAfter: -1, ResetAfter: it.status.Limit.Period}
 		case it.shadow:
@@ -117,8 +117,8 @@ func (p *plan) run(ctx context.Context, stores Stores) error {
 		}
 	}
 	for i := range p.items {
-		if it := &p.items[i]; it.refund {
-			if err := refund(ctx, stores, it); err != nil {
+		if it := &p.items[i]; it.adjust != 0 {
+			if err := adjust(ctx, stores, it); err != nil {
 				return err
 			}
 		}
@@ -126,27 +126,42 @@ func (p *plan) run(ctx context.Context, stores Stores) error {
 	return nil
 }
 
-// refund gives an item's cost back and reads what remains.
-func refund(ctx context.Context, stores Stores, it *item) error {
+// adjustOf is how a descriptor moves its limits' counts: −1 refunds, +1
+// charges, 0 decides.
+func adjustOf(d Descriptor) int64 {
+	switch {
+	case d.Refund:
+		return -1
+	case d.Charge:
+		return 1
+	}
+	return 0
+}
+
+// adjust gives an item's cost back or charges it, and reads what remains.
+func adjust(ctx context.Context, stores Stores, it *item) error {
 	store := stores.For(it.status.Rule)
 	adjuster, ok := store.(floodgate.Adjuster)
 	if !ok {
-		return fmt.Errorf("%w: refunding %s: the store (%T) cannot give hits back", ErrUnsupported, it.status.Key, store)
+		return fmt.Errorf("%w: adjusting %s: the store (%T) cannot give hits back or charge them", ErrUnsupported, it.status.Key, store)
 	}
-	err := adjuster.Adjust(ctx, it.status.Key, it.status.Limit, -it.cost)
+	err := adjuster.Adjust(ctx, it.status.Key, it.status.Limit, it.adjust*it.cost)
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
-		return fmt.Errorf("%w: refunding %s: %w", ErrUnsupported, it.status.Key, err)
+		return fmt.Errorf("%w: adjusting %s: %w", ErrUnsupported, it.status.Key, err)
 	case errors.Is(err, floodgate.ErrStoreUnavailable):
-		// Nothing was given back; the read below answers as the store's
+		// Nothing was adjusted; the read below answers as the store's
 		// failure policy says, as a decision would.
 	case err != nil:
-		return fmt.Errorf("refunding %s: %w", it.status.Key, err)
+		return fmt.Errorf("adjusting %s: %w", it.status.Key, err)
 	}
 	d, err := store.AllowN(ctx, it.status.Key, it.status.Limit, 0)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", it.status.Key, err)
 	}
+	// What was adjusted has happened: the request is not refused, whatever
+	// the count now says (a charge may leave it past the limit).
+	d.Allowed, d.RetryAfter = true, 0
 	it.status.Decision = d
 	return nil
 }

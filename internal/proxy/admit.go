@@ -9,24 +9,32 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/httplimit"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/headers"
 )
 
+// admitted is a request let through by its route's limits: what it was
+// decided with, for a route that reconciles its cost from the response.
+type admitted struct {
+	route *config.Route // nil when no limit applied
+	req   engine.Request
+}
+
 // admit decides r by its route. It returns true when r may go upstream,
 // with the RateLimit fields set on w; otherwise it has answered r.
-func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) bool {
+func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) (admitted, bool) {
 	route := p.engine.Policies().RouteFor(r)
 	if route == nil || len(route.Descriptors) == 0 {
-		return true
+		return admitted{}, true
 	}
 	descs, cost, err := route.Request(r)
 	if err != nil {
 		writeProblem(w, http.StatusBadRequest, err.Error())
-		return false
+		return admitted{}, false
 	}
 	if len(descs) == 0 {
-		return true // every descriptor lacked a value and may be skipped
+		return admitted{}, true // every descriptor lacked a value and may be skipped
 	}
 	req := engine.Request{Domain: route.Domain, Descriptors: make([]engine.Descriptor, len(descs)), Hits: cost, Atomic: true}
 	for i, d := range descs {
@@ -35,22 +43,22 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) bool {
 	resp, err := p.engine.Decide(r.Context(), req)
 	if err != nil {
 		p.decisionFailed(w, r, route, err)
-		return false
+		return admitted{}, false
 	}
 	v := verdictOf(resp)
 	if !v.allowed {
 		p.deny(w, v)
-		return false
+		return admitted{}, false
 	}
 	if v.combined.Delay > 0 {
 		if p.hold(w, r, v) {
-			return true
+			return admitted{route, req}, true
 		}
 		p.release(r, req)
-		return false
+		return admitted{}, false
 	}
 	setQuotas(w.Header(), v.quotas)
-	return true
+	return admitted{route, req}, true
 }
 
 // The RateLimit field names in net/http's canonical form, so that setting
@@ -108,7 +116,8 @@ func (p *Proxy) hold(w http.ResponseWriter, r *http.Request, v verdict) bool {
 	return true
 }
 
-// releaseTimeout bounds giving back the place of a request not served.
+// releaseTimeout bounds giving back the place of a request not served, or
+// reconciling the cost of one that was.
 const releaseTimeout = 2 * time.Second
 
 // release gives back what an admitted request that will not go upstream
@@ -117,17 +126,42 @@ const releaseTimeout = 2 * time.Second
 // a context the client's leaving does not cancel; a store that cannot give
 // units back keeps them.
 func (p *Proxy) release(r *http.Request, req engine.Request) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
-	defer cancel()
-	refund := req
-	refund.Descriptors = make([]engine.Descriptor, len(req.Descriptors))
-	for i, d := range req.Descriptors {
-		d.Refund = true
-		refund.Descriptors[i] = d
-	}
-	if _, err := p.engine.Decide(ctx, refund); err != nil {
+	if err := p.adjust(r, req, -req.Hits); err != nil {
 		p.log.Warn("a request that was not served kept its place", "domain", req.Domain, "error", err)
 	}
+}
+
+// reconcile corrects what an admitted request of a reconciling route was
+// charged by what its response says it cost; a response without a usable
+// amount keeps the estimate, and says so in the log.
+func (p *Proxy) reconcile(r *http.Request, a admitted, resp *httplimit.Response) {
+	actual, err := a.route.ActualCost(resp)
+	if err == nil {
+		err = p.adjust(r, a.req, actual-a.req.Hits)
+	}
+	if err != nil {
+		p.log.Warn("cost not reconciled; the estimate stays charged", "route", a.route.Name, "estimate", a.req.Hits, "error", err)
+	}
+}
+
+// adjust charges (delta > 0) or gives back (delta < 0) delta units on every
+// descriptor req was decided with, on a context the client's leaving does
+// not cancel: the work is done, or the place is free, either way.
+func (p *Proxy) adjust(r *http.Request, req engine.Request, delta int64) error {
+	if delta == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
+	defer cancel()
+	change := req
+	change.Hits = max(delta, -delta)
+	change.Descriptors = make([]engine.Descriptor, len(req.Descriptors))
+	for i, d := range req.Descriptors {
+		d.Refund, d.Charge = delta < 0, delta > 0
+		change.Descriptors[i] = d
+	}
+	_, err := p.engine.Decide(ctx, change)
+	return err
 }
 
 // deny answers 429 with Retry-After (unless the request can never pass)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/floodgate-io/floodgate/httplimit"
 	"github.com/floodgate-io/floodgate/internal/engine"
 )
 
@@ -105,7 +106,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "the path has \".\" or \"..\" segments; send it resolved")
 		return
 	}
-	if !p.admit(w, r) {
+	a, ok := p.admit(w, r)
+	if !ok {
 		return
 	}
 	if r.ContentLength != 0 {
@@ -114,7 +116,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// it reads. HTTP/2 is full duplex already and answers ErrNotSupported.
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
-	p.forward.ServeHTTP(w, r)
+	if a.route == nil || !a.route.Reconciles() {
+		p.forward.ServeHTTP(w, r)
+		return
+	}
+	p.reconcile(r, a, httplimit.ServeRecorded(w, r, p.forward))
 }
 
 // upstreamFailed answers 502 when the upstream cannot be reached.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -479,5 +480,53 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		if !errors.Is(err, proxy.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want ErrInvalidOptions naming %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// A route whose cost is an estimate reserves it, then charges or refunds
+// the difference the upstream reports in a trailer, after the body.
+func TestReconciledCost(t *testing.T) {
+	const llm = `
+domain: llm
+descriptors:
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 100, name: tokens}
+routes:
+  - name: completions
+    cost: {estimate: 10, actual_trailer: X-Tokens-Used}
+    descriptors: [{entries: [{key: tenant, from: "header:X-Tenant"}]}]
+`
+	var used atomic.Int64
+	g := start(t, llm, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Tokens-Used")
+		io.WriteString(w, "streamed answer")
+		w.(http.Flusher).Flush()
+		w.Header().Set("X-Tokens-Used", strconv.FormatInt(used.Load(), 10))
+	})
+	remaining := func() int64 {
+		t.Helper()
+		d, err := g.engine.Decide(context.Background(), engine.Request{Domain: "llm", Descriptors: []engine.Descriptor{{Entries: []config.Entry{{Key: "tenant", Value: "acme"}}, HitsSet: true}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Descriptors[0].Limits[0].Decision.Remaining
+	}
+	for i, s := range []struct {
+		used, remaining int64
+	}{
+		{40, 60}, // 10 reserved, 30 more charged
+		{3, 57},  // 10 reserved, 7 given back
+		{70, 0},  // past the limit: charged all the same
+	} {
+		used.Store(s.used)
+		if resp, body := g.do(t, "POST h/v1/completions", "X-Tenant", "acme"); resp.StatusCode != 200 || body != "streamed answer" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+		if got := remaining(); got != s.remaining {
+			t.Fatalf("after request %d used %d: %d remaining, want %d", i, s.used, got, s.remaining)
+		}
+	}
+	if resp, _ := g.do(t, "POST h/v1/completions", "X-Tenant", "acme"); resp.StatusCode != 429 {
+		t.Fatalf("after the overrun: %d, want 429", resp.StatusCode)
 	}
 }
