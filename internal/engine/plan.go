@@ -15,8 +15,8 @@ type item struct {
 	desc   int
 	status LimitStatus
 	cost   int64
-	shadow bool // shadow or quota mode: reported, never denies
-	denies bool // requests_per_unit 0: denies without asking a store
+	shadow bool  // shadow or quota mode: reported, never denies
+	denies bool  // requests_per_unit 0: denies without asking a store
 	adjust int64 // −1 gives cost back (is_negative_hits), +1 charges it regardless; 0 decides
 }
 
