@@ -2,8 +2,8 @@
 // strategy is a floodgate.Limiter that wraps the in-memory store and/or a
 // shared store, and picks another point between accuracy on one side and
 // latency and availability on the other (N nodes, R the limit per window,
-// T the sync interval, D the network or gossip delay, λ a node's arrival
-// rate):
+// T the sync interval, D the network delay, for gossip the gossip delay of
+// ⌈log₃(N−1)⌉ rounds of T plus the network's, λ a node's arrival rate):
 //
 //	strategy  fast path                      shared traffic              overshoot per window                undershoot
 //	exact     a Redis script per decision    every decision              0                                   0
