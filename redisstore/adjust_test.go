@@ -8,32 +8,11 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/conformance"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
 
 var _ floodgate.Adjuster = (*redisstore.Limiter)(nil)
-
-// The script adjusts as the in-memory store does, Decision for Decision.
-func TestAdjustConformanceStandalone(t *testing.T) {
-	srv := testkit.StartServer(t)
-	conformance.RunAdjust(t, func(t *testing.T, clock floodgate.Clock) floodgate.Limiter {
-		return newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "fg:", Clock: clock, Timeout: 5 * time.Second})
-	})
-}
-
-// On a cluster each adjustment is one script on the key's node; the random
-// sequences are enough to show it (the properties are the standalone's).
-func TestAdjustConformanceCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-master cluster")
-	}
-	c := testkit.StartCluster(t, 3)
-	conformance.RunAdjustRandom(t, func(t *testing.T, clock floodgate.Clock) floodgate.Limiter {
-		return newLimiter(t, redisstore.Config{Addrs: c.Addrs(), Clock: clock, Timeout: 5 * time.Second})
-	})
-}
 
 // After an adjustment the key lives exactly as long as its state needs, as
 // after a decision; adjusted back to empty, it is gone.

@@ -26,11 +26,15 @@ func newLimiter(t *testing.T, cfg redisstore.Config) *redisstore.Limiter {
 	return l
 }
 
+// Decisions, and adjustments, as the in-memory store makes them, Decision
+// for Decision.
 func TestConformanceStandalone(t *testing.T) {
 	srv := testkit.StartServer(t)
-	conformance.Run(t, func(t *testing.T, clock floodgate.Clock) floodgate.Limiter {
+	factory := func(t *testing.T, clock floodgate.Clock) floodgate.Limiter {
 		return newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}, KeyPrefix: "fg:", Clock: clock, Timeout: 5 * time.Second})
-	})
+	}
+	conformance.Run(t, factory)
+	conformance.RunAdjust(t, factory)
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -38,9 +42,13 @@ func TestConformanceCluster(t *testing.T) {
 		t.Skip("starts a 3-master cluster")
 	}
 	c := testkit.StartCluster(t, 3)
-	conformance.Run(t, func(t *testing.T, clock floodgate.Clock) floodgate.Limiter {
+	factory := func(t *testing.T, clock floodgate.Clock) floodgate.Limiter {
 		return newLimiter(t, redisstore.Config{Addrs: c.Addrs(), Clock: clock, Timeout: 5 * time.Second})
-	})
+	}
+	conformance.Run(t, factory)
+	// Each adjustment is one script on the key's node: the random sequences
+	// show it (the properties are the standalone's).
+	conformance.RunAdjustRandom(t, factory)
 }
 
 func TestServerTimeAndTTL(t *testing.T) {
