@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/algo"
 )
 
 // Redis runs one script at a time, and a script call has a fixed cost
@@ -53,6 +54,7 @@ type batcher struct {
 	mu     sync.Mutex
 	queue  []*pending
 	flying int
+	last   int // the size of the last batch taken
 }
 
 // batcherFor returns the batcher of a request's algorithm and key.
@@ -79,7 +81,7 @@ func (b *batcher) decide(ctx context.Context, key string, c *compiled, cost int6
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
 	var batch []*pending
-	if b.flying < maxInFlight {
+	if b.flying < b.inFlightLimit() {
 		batch = b.take()
 	}
 	b.mu.Unlock()
@@ -118,6 +120,21 @@ func (b *batcher) canLead(ctx context.Context) bool {
 	return !ok || time.Until(deadline) >= b.l.cfg.Timeout
 }
 
+// inFlightLimit is how many batches may be on the wire: maxInFlight while
+// batches are small (few callers: send at once, as without batching), two
+// once they grow (many callers: let requests gather, so that each call
+// carries more of them and costs Redis less per decision). The caller
+// holds mu.
+func (b *batcher) inFlightLimit() int {
+	if b.last >= gatherAbove {
+		return 2
+	}
+	return maxInFlight
+}
+
+// gatherAbove is the batch size from which requests are left to gather.
+const gatherAbove = 4
+
 // take removes the next batch from the queue and counts it in flight; the
 // caller holds mu.
 func (b *batcher) take() []*pending {
@@ -128,6 +145,7 @@ func (b *batcher) take() []*pending {
 	clear(b.queue[rest:])
 	b.queue = b.queue[:rest]
 	b.flying++
+	b.last = n
 	return batch
 }
 
@@ -164,14 +182,15 @@ func (b *batcher) send(batch []*pending) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
 	reply, err := b.script.Exec(ctx, l.client, keys, args).AsIntSlice()
 	cancel()
-	if err == nil && len(reply) != manyWidth*len(batch)+1 {
-		err = fmt.Errorf("redisstore: script replied %d values for %d requests, want %d", len(reply), len(batch), manyWidth*len(batch)+1)
+	width := manyReplyWidth(batch[0].c.params.Kind)
+	if err == nil && len(reply) != width*len(batch)+1 {
+		err = fmt.Errorf("redisstore: script replied %d values for %d requests, want %d", len(reply), len(batch), width*len(batch)+1)
 	}
 	for i, p := range batch {
 		if err != nil {
 			p.err = l.storeError(context.Background(), p.key[len(l.cfg.KeyPrefix):], err)
 		} else {
-			p.d, _, p.err = decision(manyDecision(reply, i, p.c.params.Limit()))
+			p.d, _, p.err = decision(manyDecision(reply, i, width, p.c.params.Limit()))
 		}
 		p.done <- struct{}{}
 	}
@@ -232,14 +251,24 @@ func sameCost(batch []*pending) bool {
 	return len(batch) > 1
 }
 
-// manyWidth is how many values many.lua replies per request.
-const manyWidth = 5
+// manyReplyWidth is how many values many.lua replies per request of an
+// algorithm: the buckets send their delay, the windows have none.
+func manyReplyWidth(k algo.Kind) int {
+	if k.IsBucket() {
+		return 4
+	}
+	return 3
+}
 
 // manyDecision puts request i's values of a many.lua reply in the order of
-// the single-request scripts' reply, with the limit the script leaves out.
-func manyDecision(reply []int64, i int, limit int64) []int64 {
-	v := reply[manyWidth*i : manyWidth*i+manyWidth]
-	return []int64{v[0], limit, v[1], v[2], v[3], v[4], reply[len(reply)-1]}
+// the single-request scripts' reply, with what the script leaves out.
+func manyDecision(reply []int64, i, width int, limit int64) []int64 {
+	v := reply[width*i : width*i+width]
+	var delay int64
+	if width == 4 {
+		delay = v[3]
+	}
+	return []int64{v[0] & 1, limit, v[0] >> 1, v[1], v[2], delay, reply[len(reply)-1]}
 }
 
 // release returns a pending request's outcome and the pending itself to

@@ -95,7 +95,7 @@ func manySource(k algo.Kind) string {
 		b.WriteString(luaSource("mul_div"))
 		parts = slices.Delete(slices.Clone(parts), i, i+1)
 	}
-	fmt.Fprintf(&b, "local WIDTH = %d\nlocal function one_request(KEYS, ARGV)\n", singleWidth(k))
+	fmt.Fprintf(&b, "local WIDTH, REPLY = %d, %d\nlocal function one_request(KEYS, ARGV)\n", singleWidth(k), manyReplyWidth(k))
 	// The script ends by returning its reply as a table; the function
 	// returns the values themselves, which spares a table per request.
 	body := luaSource(parts...)

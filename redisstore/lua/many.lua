@@ -14,9 +14,12 @@
 -- scripts.go), then the costs: one, when every request costs the same, else
 -- one per request; then, when m > 1, the number of each request's limit
 -- (1..m).
--- Returns {allowed, remaining, retry_after, reset_after, delay} per request,
--- flat, then the time they were decided at; not the limit, which the
--- client knows (every value of a reply costs Redis a conversion).
+-- Returns per request, flat, allowed + 2·remaining, retry_after,
+-- reset_after and, for the buckets (REPLY = 4), delay; then the time they
+-- were decided at. Not the limit, which the client knows, nor a delay that
+-- is always 0: every value of a reply costs Redis a conversion and the
+-- client a message to parse. (remaining < 2^51, so 2·remaining + 1 is
+-- exact.)
 local now = ARGV[1] + 0
 if now < 0 then
   local t = redis.call('TIME')
@@ -45,9 +48,10 @@ for i = 1, n do
     current = s
   end
   keys[1], argv[2] = KEYS[i], same or ARGV[costs + i]
-  local limit
-  out[o + 1], limit, out[o + 2], out[o + 3], out[o + 4], out[o + 5] = one_request(keys, argv)
-  o = o + 5
+  local allowed, _, remaining, retry, reset, delay = one_request(keys, argv)
+  out[o + 1], out[o + 2], out[o + 3] = allowed + 2 * remaining, retry, reset
+  if REPLY == 4 then out[o + 4] = delay end
+  o = o + REPLY
 end
 out[o + 1] = now
 return out
