@@ -58,18 +58,29 @@ type batcher struct {
 	last   int // the size of the last batch taken
 }
 
-// batcherFor returns the batcher of a request's algorithm and key.
+// slotBatchers are a cluster slot's batchers, one per algorithm.
+type slotBatchers [algo.SlidingWindow + 1]*batcher
+
+// batcherFor returns the batcher of a request's algorithm and key (with
+// the prefix). On a cluster the slot's batchers are made on first use and
+// found again without a lock or an allocation.
 func (l *Limiter) batcherFor(c *compiled, key string) *batcher {
 	kind := c.params.Kind
 	if !l.cluster {
 		return l.batchers[kind]
 	}
-	id := uint32(slot(key))<<3 | uint32(kind)
-	if b, ok := l.slotBatchers.Load(id); ok {
-		return b.(*batcher)
+	s := &l.slots[slot(key)]
+	if bs := s.Load(); bs != nil {
+		return bs[kind]
 	}
-	b, _ := l.slotBatchers.LoadOrStore(id, &batcher{l: l, script: l.scripts.many[kind]})
-	return b.(*batcher)
+	bs := new(slotBatchers)
+	for k := range bs {
+		bs[k] = &batcher{l: l, script: l.scripts.many[k]}
+	}
+	if !s.CompareAndSwap(nil, bs) {
+		bs = s.Load() // another caller made them first
+	}
+	return bs[kind]
 }
 
 // decide queues a request and waits for its decision, or for ctx.

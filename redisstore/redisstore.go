@@ -25,6 +25,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -83,9 +84,9 @@ type Limiter struct {
 	slack   string // TTL slack in ms, as sent to the scripts
 	cluster bool
 
-	batchers     [algo.SlidingWindow + 1]*batcher // standalone: one per algorithm
-	slotBatchers sync.Map                         // cluster: per hash slot and algorithm
-	pendings     sync.Pool                        // of *pending, each with its done channel
+	batchers [algo.SlidingWindow + 1]*batcher // standalone: one per algorithm
+	slots    []atomic.Pointer[slotBatchers]   // cluster: per hash slot
+	pendings sync.Pool                        // of *pending, each with its done channel
 }
 
 // New connects to Redis. It fails if no address answers within DialTimeout.
@@ -116,6 +117,9 @@ func New(cfg Config) (*Limiter, error) {
 	l.pendings.New = func() any { return &pending{done: make(chan struct{}, 1)} }
 	for k := range l.batchers {
 		l.batchers[k] = &batcher{l: l, script: l.scripts.many[k]}
+	}
+	if l.cluster {
+		l.slots = make([]atomic.Pointer[slotBatchers], 16384)
 	}
 	if cfg.Clock != nil {
 		l.slack = strconv.FormatInt(cfg.ClockSlack.Milliseconds(), 10)
@@ -177,7 +181,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, limit floodgate.Limit,
 		return floodgate.Decision{}, err
 	}
 	if l.cfg.MaxBatch > 1 {
-		return l.batcherFor(c, l.cfg.KeyPrefix+key).decide(ctx, l.cfg.KeyPrefix+key, c, cost)
+		full := l.cfg.KeyPrefix + key
+		return l.batcherFor(c, full).decide(ctx, full, c, cost)
 	}
 	d, _, err := l.call(ctx, l.scripts.single[c.params.Kind], key, singleArgs(l.now(), c, cost, l.slack))
 	return d, err
