@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +56,14 @@ const (
 	// memberlist; no Redis.
 	StrategyGossip Strategy = "gossip"
 )
+
+// ParseStrategy reads a strategy's name, or says which names there are.
+func ParseStrategy(s string) (Strategy, error) {
+	if !slices.Contains(Strategies(), Strategy(s)) {
+		return "", fmt.Errorf("unknown strategy %q (want one of %s)", s, joinNames(Strategies()))
+	}
+	return Strategy(s), nil
+}
 
 // Strategies lists the strategies a rate_limit may name; package cluster
 // implements them and documents each one's error bound.

@@ -66,10 +66,11 @@ func (d *decoder) strategyName(n *yaml.Node, ctx string) (Strategy, error) {
 	if err != nil {
 		return "", err
 	}
-	if !slices.Contains(Strategies(), Strategy(s)) {
-		return "", d.errorf(n, "%s: unknown strategy %q (want one of %s)", ctx, s, joinNames(Strategies()))
+	name, err := ParseStrategy(s)
+	if err != nil {
+		return "", d.errorf(n, "%s: %v", ctx, err)
 	}
-	return Strategy(s), nil
+	return name, nil
 }
 
 // positiveDuration reads a Go duration such as 250ms, above 0.

@@ -24,7 +24,7 @@ type fleetFlags struct {
 	strategy     string
 	nodeName     string
 	clusterBind  string
-	clusterJoin  string
+	clusterJoin  []string
 	nodes        int
 	syncInterval time.Duration
 	sampleOneIn  int64
@@ -37,7 +37,7 @@ func (f *fleetFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.strategy, "strategy", string(config.StrategyExact), "how limits without their own strategy are shared between nodes: exact, local, leased, synced, sampled or gossip")
 	fl.StringVar(&f.nodeName, "node-name", "", "this node's name in the cluster, unique (default: the host name and a random suffix)")
 	fl.StringVar(&f.clusterBind, "cluster-bind", "", "host:port for the cluster's gossip (memberlist), e.g. 127.0.0.1:7946 (empty: no membership; the fleet is --nodes nodes)")
-	fl.StringVar(&f.clusterJoin, "cluster-join", "", "host:port of members already running, comma-separated")
+	fl.StringSliceVar(&f.clusterJoin, "cluster-join", nil, "host:port of members already running, comma-separated")
 	fl.IntVar(&f.nodes, "nodes", 1, "the fleet's size, for local and leased shares, when there is no --cluster-bind")
 	fl.DurationVar(&f.syncInterval, "sync-interval", 100*time.Millisecond, "T: how often leased, synced and gossip sync with the fleet (for gossip: memberlist's gossip interval)")
 	fl.Int64Var(&f.sampleOneIn, "sample-one-in", 10, "sampled: the shared counter is updated for 1 in this many admitted requests")
@@ -66,10 +66,11 @@ type strategyKey struct {
 // the Redis store when there is one. exact is not among them: it is the
 // store itself.
 func openFleet(ctx context.Context, f fleetFlags, policies *config.Set, rs *redisstore.Limiter, storeTimeout time.Duration, log *slog.Logger) (*fleet, error) {
-	fl := &fleet{defaultStrategy: config.Strategy(f.strategy), limiters: map[strategyKey]map[failover.Mode]floodgate.Limiter{}}
-	if !isStrategy(fl.defaultStrategy) {
-		return nil, fmt.Errorf("--strategy %q: want one of %s", f.strategy, strategyNames())
+	strategy, err := config.ParseStrategy(f.strategy)
+	if err != nil {
+		return nil, fmt.Errorf("--strategy %q: %w", f.strategy, err)
 	}
+	fl := &fleet{defaultStrategy: strategy, limiters: map[strategyKey]map[failover.Mode]floodgate.Limiter{}}
 	needed := fl.needed(policies)
 	if err := fl.joinMembership(ctx, f, needed, log); err != nil {
 		return nil, err
@@ -90,9 +91,9 @@ func openFleet(ctx context.Context, f fleetFlags, policies *config.Set, rs *redi
 		}
 	}
 	if fl.membership != nil {
-		if err := fl.membership.Join(ctx, splitList(f.clusterJoin)); err != nil {
+		if err := fl.membership.Join(ctx, f.clusterJoin); err != nil {
 			fl.close()
-			return nil, fmt.Errorf("--cluster-join %s: %w", f.clusterJoin, err)
+			return nil, fmt.Errorf("--cluster-join %s: %w", strings.Join(f.clusterJoin, ","), err)
 		}
 	}
 	return fl, nil
@@ -285,31 +286,4 @@ func (fl *fleet) close() {
 	for i := len(fl.closers) - 1; i >= 0; i-- {
 		fl.closers[i]()
 	}
-}
-
-func isStrategy(s config.Strategy) bool {
-	for _, k := range config.Strategies() {
-		if s == k {
-			return true
-		}
-	}
-	return false
-}
-
-func strategyNames() string {
-	var names []string
-	for _, s := range config.Strategies() {
-		names = append(names, string(s))
-	}
-	return strings.Join(names, ", ")
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

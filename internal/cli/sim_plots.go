@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,7 +85,7 @@ func overshootVsT(ctx context.Context, w io.Writer, f simPlotFlags) error {
 	intervals := []time.Duration{10, 25, 50, 100, 200, 400}
 	strategies := []string{"exact", "local", "leased", "synced", "sampled", "gossip"}
 	fmt.Fprintf(w, "\n### Worst overshoot per window (R = 1000) against T\n\n| T | %s | synced bound | leased calls/s | synced calls/s |\n|---|%s---|---|---|\n",
-		joinCells(strategies), repeatCells(len(strategies)))
+		strings.Join(strategies, " | "), strings.Repeat("---|", len(strategies)))
 	series := make([]experiments.Series, len(strategies))
 	bound := experiments.Series{Name: "synced: stated bound", Dashed: true}
 	for i, s := range strategies {
@@ -130,7 +131,7 @@ func utilisationVsSkew(ctx context.Context, w io.Writer, f simPlotFlags) error {
 	exponents := []float64{1.01, 1.25, 1.5, 2, 3}
 	strategies := []string{"exact", "local", "leased", "synced", "gossip"}
 	fmt.Fprintf(w, "\n### Utilisation (admitted / min(offered, R)) against the load balancer's skew (zipf exponent), load 1x\n\n| zipf s | %s |\n|---|%s\n",
-		joinCells(strategies), repeatCells(len(strategies)))
+		strings.Join(strategies, " | "), strings.Repeat("---|", len(strategies)))
 	series := make([]experiments.Series, len(strategies))
 	for i, s := range strategies {
 		series[i].Name = s
@@ -199,23 +200,4 @@ func demandShift(ctx context.Context, w io.Writer, f simPlotFlags) error {
 		XLabel: "time (s)", YLabel: "admitted per 1s window",
 		Series: append(series, limit),
 	}.WritePNG(filepath.Join(f.out, "demand-shift.png"))
-}
-
-func joinCells(names []string) string {
-	s := ""
-	for i, n := range names {
-		if i > 0 {
-			s += " | "
-		}
-		s += n
-	}
-	return s
-}
-
-func repeatCells(n int) string {
-	s := ""
-	for range n {
-		s += "---|"
-	}
-	return s
 }
