@@ -33,36 +33,8 @@ func startProxyLogs(t *testing.T, args ...string) (string, *testkit.SyncBuffer) 
 		io.WriteString(w, "hello from "+r.URL.Path)
 	}))
 	t.Cleanup(upstream.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &testkit.SyncBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, append([]string{"proxy", "--http", "127.0.0.1:0", "--upstream", upstream.URL}, args...), logs, logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("proxy exited %d; logs:\n%s", code, logs)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("proxy did not stop; logs:\n%s", logs)
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := proxyListening.FindStringSubmatch(logs.String()); m != nil {
-			return m[1], logs
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("proxy exited %d; logs:\n%s", code, logs)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	t.Fatalf("proxy did not start; logs:\n%s", logs)
-	return "", nil
+	m, logs := startCommand(t, proxyListening, append([]string{"proxy", "--http", "127.0.0.1:0", "--upstream", upstream.URL}, args...))
+	return m[1], logs
 }
 
 func get(t *testing.T, url string, header ...string) (*http.Response, string) {

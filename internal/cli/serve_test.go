@@ -26,36 +26,43 @@ var listening = regexp.MustCompile(`http=(\S+) grpc=(\S+)`)
 // HTTP and gRPC addresses; it stops when the test ends and must exit 0.
 func startServe(t *testing.T, args ...string) (httpAddr, grpcAddr string, logs *testkit.SyncBuffer) {
 	t.Helper()
+	m, logs := startCommand(t, listening, append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...))
+	return m[1], m[2], logs
+}
+
+// startCommand runs a floodgate command in process until the test ends (a
+// cancel, as SIGTERM would), when it must exit 0, and returns the
+// submatches of the log line ready reports it started with.
+func startCommand(t *testing.T, ready *regexp.Regexp, args []string) ([]string, *testkit.SyncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs = &testkit.SyncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...), logs, logs)
-	}()
+	go func() { done <- Main(ctx, args, logs, logs) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
 		case code := <-done:
 			if code != 0 {
-				t.Errorf("serve exited %d after SIGTERM-like cancel; logs:\n%s", code, logs)
+				t.Errorf("%s exited %d after SIGTERM-like cancel; logs:\n%s", args[0], code, logs)
 			}
 		case <-time.After(15 * time.Second):
-			t.Errorf("serve did not stop; logs:\n%s", logs)
+			t.Errorf("%s did not stop; logs:\n%s", args[0], logs)
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if m := listening.FindStringSubmatch(logs.String()); m != nil {
-			return m[1], m[2], logs
+		if m := ready.FindStringSubmatch(logs.String()); m != nil {
+			return m, logs
 		}
 		select {
 		case code := <-done:
-			t.Fatalf("serve exited %d; logs:\n%s", code, logs)
+			t.Fatalf("%s exited %d; logs:\n%s", args[0], code, logs)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	t.Fatalf("serve did not start; logs:\n%s", logs)
-	return
+	t.Fatalf("%s did not start; logs:\n%s", args[0], logs)
+	return nil, nil
 }
 
 func allow(t *testing.T, httpAddr, body string) (int, map[string]any) {
