@@ -114,13 +114,30 @@ func TestSyncedSharedCallsFallAsOneOverRateTimesT(t *testing.T) {
 // A lone synced node knows the exact count, so it decides exactly as the
 // in-memory store does, whenever its rounds happen.
 func TestSyncedAloneDecidesAsMemory(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		clock := floodgate.NewManualClock(counterEpoch)
-		counter, _ := cluster.NewMemoryCounter(clock)
+	checkAloneDecidesAsMemory(t, func(t *rapid.T, counter cluster.Counter, clock floodgate.Clock) (floodgate.Limiter, func()) {
 		s, err := cluster.NewSynced(cluster.SyncedConfig{Counter: counter, Interval: time.Hour, Clock: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
+		return s, func() {
+			if rapid.Bool().Draw(t, "sync") {
+				if err := s.Sync(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// checkAloneDecidesAsMemory drives a lone node of a strategy (made by
+// newNode, with a hook run before each request) and *floodgate.Memory
+// through the same random requests on one clock, and compares every
+// decision.
+func checkAloneDecidesAsMemory(t *testing.T, newNode func(*rapid.T, cluster.Counter, floodgate.Clock) (floodgate.Limiter, func())) {
+	rapid.Check(t, func(t *rapid.T) {
+		clock := floodgate.NewManualClock(counterEpoch)
+		counter, _ := cluster.NewMemoryCounter(clock)
+		node, beforeEach := newNode(t, counter, clock)
 		mem := floodgate.NewMemory(floodgate.WithClock(clock))
 		limit := floodgate.Limit{
 			Algorithm: rapid.SampledFrom([]floodgate.Algorithm{floodgate.FixedWindow, floodgate.SlidingWindow}).Draw(t, "algorithm"),
@@ -129,17 +146,13 @@ func TestSyncedAloneDecidesAsMemory(t *testing.T) {
 		}
 		for step := range rapid.IntRange(1, 200).Draw(t, "requests") {
 			clock.Advance(time.Duration(rapid.Int64Range(0, 30_000).Draw(t, "advance µs")) * time.Microsecond)
-			if rapid.Bool().Draw(t, "sync") {
-				if err := s.Sync(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-			}
+			beforeEach()
 			key := rapid.SampledFrom([]string{"a", "b"}).Draw(t, "key")
 			cost := rapid.Int64Range(0, limit.Rate+1).Draw(t, "cost")
-			got, err1 := s.AllowN(context.Background(), key, limit, cost)
+			got, err1 := node.AllowN(context.Background(), key, limit, cost)
 			want, err2 := mem.AllowN(context.Background(), key, limit, cost)
 			if err1 != nil || err2 != nil || got != want {
-				t.Fatalf("step %d, %s cost %d: synced %+v (%v), memory %+v (%v)", step, key, cost, got, err1, want, err2)
+				t.Fatalf("step %d, %s cost %d: node %+v (%v), memory %+v (%v)", step, key, cost, got, err1, want, err2)
 			}
 		}
 	})
