@@ -12,25 +12,8 @@ import (
 	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
-const policy = `
-domain: api
-descriptors:
-  - key: user
-    rate_limit: {unit: minute, requests_per_unit: 3}
-  - key: tenant
-    rate_limits:
-      - {name: burst, algorithm: token_bucket, unit: second, requests_per_unit: 2, burst: 4}
-      - {name: sustained, unit: minute, requests_per_unit: 5}
-  - key: path
-    value: /health
-    rate_limit: {unlimited: true}
-  - key: path
-    value: /blocked
-    rate_limit: {unit: second, requests_per_unit: 0}
-  - key: beta
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1}
-`
+// policy is the example API of the tests that need one.
+const policy = testkit.APIPolicy
 
 var ctx = context.Background()
 

@@ -32,25 +32,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The policy of most tests. Its clock starts on a minute boundary, so a
 // fresh per-minute window resets in exactly 60s.
-const policy = `
-domain: api
-descriptors:
-  - key: user
-    rate_limit: {unit: minute, requests_per_unit: 3}
-  - key: tenant
-    rate_limits:
-      - {name: burst, algorithm: token_bucket, unit: second, requests_per_unit: 2, burst: 4}
-      - {name: sustained, unit: minute, requests_per_unit: 5}
-  - key: path
-    value: /health
-    rate_limit: {unlimited: true}
-  - key: path
-    value: /blocked
-    rate_limit: {unit: second, requests_per_unit: 0}
-  - key: beta
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1}
-  - key: report
+const policy = testkit.APIPolicy + `  - key: report
     detailed_metric: true
     rate_limit: {unit: minute, requests_per_unit: 7}
   - key: hourly

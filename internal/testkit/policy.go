@@ -40,3 +40,27 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// APIPolicy is the example API that tests of the engine and the service
+// share: a per-user window, a tenant with burst and sustained limits, an
+// unlimited and a blocked path, and a shadow-mode limit. A test may append
+// descriptors to it.
+const APIPolicy = `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: tenant
+    rate_limits:
+      - {name: burst, algorithm: token_bucket, unit: second, requests_per_unit: 2, burst: 4}
+      - {name: sustained, unit: minute, requests_per_unit: 5}
+  - key: path
+    value: /health
+    rate_limit: {unlimited: true}
+  - key: path
+    value: /blocked
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: beta
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`
