@@ -49,17 +49,13 @@ func boundFor(t *testing.T, strategy string, c sim.Config) float64 {
 	return b + boundaryTerm(strategy, c, lambda)
 }
 
-// boundaryTerm is bounds.Params.Asymmetry's term, ⌈N·λ·ε⌉, with ε =
-// Jitter/2 (half the spread of the one-way delays: the error of a node's
-// reading of the store's clock) and λ raised by poissonRate over ε, the
-// span it covers, rather than over the staleness span ArrivalRate was
-// raised for above.
+// boundaryTerm is bounds.BoundaryOvershoot with ε = Jitter/2 (half the
+// spread of the one-way delays: the error of a node's reading of the
+// store's clock) and λ raised by poissonRate over ε, the span it covers,
+// rather than over the staleness span ArrivalRate was raised for above.
 func boundaryTerm(strategy string, c sim.Config, lambda float64) float64 {
-	if strategy != "synced" && strategy != "sampled" {
-		return 0
-	}
 	eps := c.Jitter / 2
-	return math.Ceil(float64(c.Nodes) * poissonRate(lambda, eps) * eps.Seconds())
+	return bounds.BoundaryOvershoot(strategy, bounds.Params{Nodes: c.Nodes, ArrivalRate: poissonRate(lambda, eps), Asymmetry: eps})
 }
 
 // sweep is the grid of the bound test: short by default, wider with

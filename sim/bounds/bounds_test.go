@@ -49,6 +49,8 @@ func TestOvershootFormulas(t *testing.T) {
 		{"leased with 1% drift: N·λ·ρ·T = 10·200·0.01·0.1", Leased, with(func(p *Params) { p.Drift = 0.01 }), 2},
 		{"synced: 9·200·(0.2+0.005)", Synced, base(), 369},
 		{"synced capped at (N−1)·R", Synced, with(func(p *Params) { p.ArrivalRate = 10000 }), 9000},
+		{"synced with asymmetric trips: + ⌈10·200·0.01⌉", Synced, with(func(p *Params) { p.Asymmetry = 10 * time.Millisecond }), 389},
+		{"gossip reads no store clock: asymmetry adds nothing", Gossip, with(func(p *Params) { p.Asymmetry = 10 * time.Millisecond }), 369},
 		{"synced with T < D: rounds every 19·277µs, 9·200·(2·0.005263 + 0.005)", Synced,
 			with(func(p *Params) { p.Interval = 277 * time.Microsecond }), 9 * 200 * (2*0.005263 + 0.005)},
 		{"synced on one node", Synced, with(func(p *Params) { p.Nodes = 1 }), 0},

@@ -42,21 +42,21 @@ func Overshoot(strategy string, p Params) (float64, error) {
 	case Leased:
 		return float64(p.Nodes) * p.ArrivalRate * p.Drift * p.Interval.Seconds(), nil
 	case Synced:
-		return math.Min(othersArrivals(p, p.others()*p.ArrivalRate*(2*syncedRoundGap(p)+p.Delay).Seconds()), p.others()*p.rate()) + boundaryOvershoot(p), nil
+		return math.Min(othersArrivals(p, p.others()*p.ArrivalRate*(2*syncedRoundGap(p)+p.Delay).Seconds()), p.others()*p.rate()) + BoundaryOvershoot(strategy, p), nil
 	case Sampled:
-		return sampledOvershoot(p) + boundaryOvershoot(p), nil
+		return sampledOvershoot(p) + BoundaryOvershoot(strategy, p), nil
 	case Gossip:
 		return gossipOvershoot(p), nil
 	}
 	return 0, nil // exact
 }
 
-// boundaryOvershoot is what synced and sampled may count in the wrong
-// window: the admissions of the fleet in the last ε before a boundary,
-// ⌈N·λ·ε⌉ (whole requests), ε being the error of a node's reading of the
-// store's clock.
-func boundaryOvershoot(p Params) float64 {
-	if p.Asymmetry <= 0 {
+// BoundaryOvershoot is the part of Overshoot that synced and sampled may
+// count in the wrong window: the fleet's admissions in the last ε =
+// Asymmetry before a boundary, ⌈N·λ·ε⌉ (whole requests); 0 for the other
+// strategies, which do not read the store's clock through an offset.
+func BoundaryOvershoot(strategy string, p Params) float64 {
+	if p.Asymmetry <= 0 || strategy != Synced && strategy != Sampled {
 		return 0
 	}
 	return math.Ceil(othersArrivals(p, float64(p.Nodes)*p.ArrivalRate*p.Asymmetry.Seconds())) // whole requests
