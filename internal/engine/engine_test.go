@@ -17,7 +17,7 @@ const policy = testkit.APIPolicy
 
 var ctx = context.Background()
 
-func newEngine(t *testing.T, yaml string) (*engine.Engine, *floodgate.ManualClock) {
+func newEngine(t testing.TB, yaml string) (*engine.Engine, *floodgate.ManualClock) {
 	t.Helper()
 	set := testkit.Policies(t, yaml)
 	clock := floodgate.NewManualClock(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))

@@ -202,6 +202,9 @@ func decideGroup(ctx context.Context, stores Stores, items []*item) error {
 		it.status.Decision = d
 		return nil
 	}
+	if s, ok := oneStore(stores, items); ok {
+		return decideBatch(ctx, s, items) // the usual case: no grouping to build
+	}
 	byStore := map[floodgate.Limiter][]*item{}
 	var order []floodgate.Limiter
 	for _, it := range items {
@@ -217,6 +220,17 @@ func decideGroup(ctx context.Context, stores Stores, items []*item) error {
 		}
 	}
 	return nil
+}
+
+// oneStore returns the store of items when they all count in the same one.
+func oneStore(stores Stores, items []*item) (floodgate.Limiter, bool) {
+	first := stores.For(items[0].status.Rule)
+	for _, it := range items[1:] {
+		if stores.For(it.status.Rule) != first {
+			return nil, false
+		}
+	}
+	return first, true
 }
 
 func decideBatch(ctx context.Context, store floodgate.Limiter, items []*item) error {
