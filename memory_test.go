@@ -217,7 +217,7 @@ func TestAllowAllTakesTheSameKeyTwiceInOrder(t *testing.T) {
 // Under WithMaxKeys, keys back to full are evicted before any key in use,
 // and then the least recently used goes first.
 func TestMaxKeysEvictsFullKeysFirstThenLeastRecentlyUsed(t *testing.T) {
-	m, clk := newVirtual(floodgate.WithMaxKeys(1)) // small bounds have one shard: order is observable
+	m, _ := newVirtual(floodgate.WithMaxKeys(1)) // small bounds have one shard: order is observable
 	short := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 1, Period: time.Second}
 	long := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 1, Period: time.Hour}
 	m.Allow(ctx, "a", long)
@@ -233,7 +233,7 @@ func TestMaxKeysEvictsFullKeysFirstThenLeastRecentlyUsed(t *testing.T) {
 	}
 
 	m.Close()
-	m, clk = newVirtual(floodgate.WithMaxKeys(3))
+	m, clk := newVirtual(floodgate.WithMaxKeys(3))
 	m.Allow(ctx, "oldest", long)
 	m.Allow(ctx, "short", short)
 	m.Allow(ctx, "newest", long)
