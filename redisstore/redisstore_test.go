@@ -119,6 +119,26 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+	// Adjust checks its input as AllowN does, the delta in its own range.
+	for _, tc := range []struct {
+		name  string
+		key   string
+		limit floodgate.Limit
+		delta int64
+		want  error
+	}{
+		{"adjust: empty key", "", ok, 1, floodgate.ErrInvalidKey},
+		{"adjust: key over 1 KiB", strings.Repeat("k", 1025), ok, 1, floodgate.ErrInvalidKey},
+		{"adjust: delta beyond the maximum", "k", ok, floodgate.MaxAdjustment + 1, floodgate.ErrInvalidCost},
+		{"adjust: zero rate", "k", floodgate.Limit{Algorithm: floodgate.TokenBucket, Period: time.Second}, -1, floodgate.ErrInvalidLimit},
+		{"adjust: bad limit with delta 0", "k", ok.WithAlgorithm("gcra"), 0, floodgate.ErrInvalidLimit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := l.Adjust(ctx, tc.key, tc.limit, tc.delta); !errors.Is(err, tc.want) {
+				t.Fatalf("error %v, want one wrapping %v", err, tc.want)
+			}
+		})
+	}
 	if _, err := l.AllowN(ctx, strings.Repeat("k", 1024), ok, 1); err != nil {
 		t.Fatalf("a 1 KiB key: %v", err)
 	}
