@@ -74,6 +74,25 @@
 // and gossip, one_in is 1/p for sampled, and a parameter the strategy does
 // not take is an error (package cluster documents each strategy's bounds).
 //
+// # Requests and units
+//
+// A limit counts units, the default, or requests:
+//
+//	descriptors:
+//	  - key: api_key
+//	    rate_limits:
+//	      - {name: rpm, counts: requests, unit: minute, requests_per_unit: 60}
+//	      - {name: tpm, algorithm: sliding_window, unit: minute, requests_per_unit: 10000}  # counts: units
+//
+// A request's cost (Envoy's hits_addend, the cost of /v1/allow or of a
+// route) is charged to every limit that counts units; a limit with counts:
+// requests is charged 1 per request whatever the cost. So one descriptor
+// limits requests per minute and tokens per minute together, and the caller
+// sends the token count as the cost: above, a request of 500 tokens takes 1
+// from rpm and 500 from tpm. A cost of 0 reads both kinds without counting.
+// Units is the default because Envoy's service charges hits_addend to its
+// one limit: its configurations count unchanged.
+//
 // # Matching
 //
 // A request carries descriptors, each an ordered list of (key, value)

@@ -88,6 +88,8 @@ func TestInvalidFiles(t *testing.T) {
 		{"duplicate_limit_name.yaml", 8, `rate_limits[1]: name "rpm" is used by another limit of this descriptor`},
 		{"empty_replaces_name.yaml", 6, "replaces[0]: name is required"},
 		{"unknown_top_level_field.yaml", 2, `unknown field "descriptor" (did you mean "descriptors"?)`},
+		{"bad_counts.yaml", 9, `descriptor "api_key": rate_limits[1]: counts: "tokens" is not a kind of count: want requests (1 per request) or units (the request's cost)`},
+		{"counts_on_unlimited.yaml", 7, `descriptor "api_key_internal": rate_limit: counts must not be set on an unlimited limit`},
 	}
 	files, _ := filepath.Glob("testdata/invalid/*.yaml")
 	if len(files) != len(tests) {
@@ -173,6 +175,37 @@ func TestParseLimit(t *testing.T) {
 	}
 }
 
+// What a limit counts: units (the request's cost) unless it says requests.
+func TestCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name, rateLimit string
+		want            config.Counts
+	}{
+		{"units by default, as in Envoy", `{unit: minute, requests_per_unit: 60}`, config.CountsUnits},
+		{"units", `{unit: minute, requests_per_unit: 60, counts: units}`, config.CountsUnits},
+		{"requests", `{unit: minute, requests_per_unit: 60, counts: requests}`, config.CountsRequests},
+		{"requests, on a limit that denies everything", `{unit: minute, requests_per_unit: 0, counts: requests}`, config.CountsRequests},
+		{"nothing on an unlimited limit", `{unlimited: true}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := config.Parse("t.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: "+tc.rateLimit+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Rules()[0].Counts; got != tc.want {
+				t.Errorf("Counts %q, want %q", got, tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{`counts: Requests`, `counts: ""`, `counts: [requests]`, `counts: 1`} {
+		_, err := config.Parse("t.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1\n      "+bad+"\n"))
+		var ce *config.Error
+		if !errors.As(err, &ce) || ce.Line != 7 || !strings.Contains(ce.Msg, "counts") {
+			t.Errorf("%s: %v, want an error at t.yaml:7 about counts", bad, err)
+		}
+	}
+}
+
 // The fields a rule carries from its descriptor and its rate_limit.
 func TestRuleFields(t *testing.T) {
 	set := loadValid(t)
@@ -187,15 +220,19 @@ func TestRuleFields(t *testing.T) {
 		Limit:       floodgate.Limit{Algorithm: floodgate.SlidingWindow, Rate: 90000, Period: time.Minute},
 		FailureMode: failover.FailLocal,
 		Strategy:    config.StrategyExact,
+		Counts:      config.CountsUnits,
 		Domain:      "llm",
 		Path:        "llm.model_large",
 		Index:       1,
 		Count:       2,
 		File:        filepath.Join("testdata", "valid", "multiple_limits.yaml"),
-		Line:        25,
+		Line:        28,
+	}
+	if rpm := rules[2]; rpm.Name != "rpm" || rpm.Counts != config.CountsRequests {
+		t.Errorf("rpm: %q counts %q, want rpm counting requests", rpm.Name, rpm.Counts)
 	}
 	if tpm.Name != want.Name || tpm.Limit != want.Limit || tpm.FailureMode != want.FailureMode ||
-		tpm.Strategy != want.Strategy || tpm.Domain != want.Domain || tpm.Path != want.Path ||
+		tpm.Strategy != want.Strategy || tpm.Counts != want.Counts || tpm.Domain != want.Domain || tpm.Path != want.Path ||
 		tpm.Index != want.Index || tpm.Count != want.Count || tpm.File != want.File || tpm.Line != want.Line {
 		t.Errorf("got  %+v\nwant %+v", tpm, want)
 	}

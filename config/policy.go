@@ -165,7 +165,7 @@ var (
 	descriptorFields = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode",
 		"quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"}
 	limitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
-		"algorithm", "burst", "period", "failure_mode", "strategy"}
+		"algorithm", "burst", "period", "failure_mode", "strategy", "counts"}
 )
 
 // unknown is the error for a field the language does not have, with a
@@ -448,6 +448,8 @@ func (d *decoder) limit(n *yaml.Node, ctx string) (Rule, error) {
 			}
 		case "strategy":
 			r.Strategy, r.StrategyParams, err = d.strategy(v, ctx+": strategy")
+		case "counts":
+			r.Counts, err = d.counts(v, ctx+": counts")
 		default:
 			return r, d.unknown(f, ctx, limitFields)
 		}
@@ -462,7 +464,7 @@ func (d *decoder) limit(n *yaml.Node, ctx string) (Rule, error) {
 		}
 	}
 	if r.Unlimited {
-		for _, f := range []string{"unit", "period", "requests_per_unit", "algorithm", "burst", "failure_mode", "strategy"} {
+		for _, f := range []string{"unit", "period", "requests_per_unit", "algorithm", "burst", "failure_mode", "strategy", "counts"} {
 			if k := given[f]; k != nil {
 				return r, d.errorf(k, "%s: %s must not be set on an unlimited limit", ctx, f)
 			}
@@ -480,6 +482,9 @@ func (d *decoder) limit(n *yaml.Node, ctx string) (Rule, error) {
 	}
 	if r.Limit.Algorithm == "" {
 		r.Limit.Algorithm = floodgate.FixedWindow
+	}
+	if r.Counts == "" {
+		r.Counts = CountsUnits
 	}
 	if given["burst"] != nil && !isBucket(r.Limit.Algorithm) {
 		return r, d.errorf(given["burst"], "%s: burst applies to %s and %s only, not to %s",
@@ -503,6 +508,18 @@ func (d *decoder) limit(n *yaml.Node, ctx string) (Rule, error) {
 		return r, &Error{File: d.file, Line: at.Line, Msg: fmt.Sprintf("%s: invalid limit: %s", ctx, msg), Err: err}
 	}
 	return r, nil
+}
+
+// counts reads what a limit counts: requests or units.
+func (d *decoder) counts(n *yaml.Node, what string) (Counts, error) {
+	s, err := d.str(n, what)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(CountsKinds(), Counts(s)) {
+		return "", d.errorf(n, "%s: %q is not a kind of count: want requests (1 per request) or units (the request's cost)", what, s)
+	}
+	return Counts(s), nil
 }
 
 // replaces reads a list of {name: other}.

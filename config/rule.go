@@ -71,6 +71,27 @@ func Strategies() []Strategy {
 	return []Strategy{StrategyExact, StrategyLocal, StrategyLeased, StrategySynced, StrategySampled, StrategyGossip}
 }
 
+// Counts says what a limit counts: the units of a request's cost, or the
+// requests themselves. A descriptor with requests per minute and tokens per
+// minute has one limit of each.
+type Counts string
+
+// The two kinds of limit.
+const (
+	// CountsUnits charges a limit the request's cost: Envoy's hits_addend,
+	// the cost of /v1/allow or of a route (tokens, bytes, or 1 per request
+	// when the cost is 1). It is the default, which keeps envoyproxy/ratelimit
+	// configurations counting as Envoy's service counts them: their one limit
+	// takes hits_addend.
+	CountsUnits Counts = "units"
+	// CountsRequests charges a limit 1 per request whatever its cost; a read
+	// (cost 0) reads it without counting, as it reads a units limit.
+	CountsRequests Counts = "requests"
+)
+
+// CountsKinds lists what a rate_limit's counts may say.
+func CountsKinds() []Counts { return []Counts{CountsRequests, CountsUnits} }
+
 // Rule is one limit that applies to a descriptor. Rules come from a [Set],
 // which shares them between callers: treat them, their slices and their
 // maps as read-only.
@@ -84,6 +105,10 @@ type Rule struct {
 	Limit floodgate.Limit
 	// Unlimited rules never limit: the descriptor is known and allowed.
 	Unlimited bool
+	// Counts is what the limit counts: CountsUnits unless the rate_limit
+	// says counts: requests; "" for an unlimited rule. A Rule built by hand
+	// with "" counts units.
+	Counts Counts
 	// ShadowMode rules are counted and reported but never deny.
 	ShadowMode bool
 	// QuotaMode rules are soft limits: exceeding one is reported to the
