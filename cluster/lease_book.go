@@ -13,6 +13,7 @@ type leaseNode struct {
 	used      int64
 	demand    int64
 	liveUntil int64 // µs; a node whose liveUntil has passed no longer shares the budget
+	seq       int64 // the last renewal applied (LeaseRequest.Seq); 0: none ordered
 }
 
 // leaseRenewal is the outcome of one renewal: the renewing node's new
@@ -35,6 +36,10 @@ func leaseRenewBook(nodes map[string]leaseNode, req LeaseRequest, now int64) lea
 	rate := req.Rate
 
 	var out leaseRenewal
+	me, found := nodes[req.Node]
+	if found && req.Seq > 0 && req.Seq <= me.seq {
+		return leaseStale(me, req, now, window, windowEnd)
+	}
 	var grantedOthers, usedOthers int64
 	demands := make([]int64, 0, len(nodes)+1)
 	for name, n := range nodes {
@@ -55,7 +60,6 @@ func leaseRenewBook(nodes map[string]leaseNode, req LeaseRequest, now int64) lea
 		}
 	}
 
-	me, found := nodes[req.Node]
 	var granted, used, floor int64
 	if found && me.window == window {
 		granted, used = me.granted, me.used
@@ -74,7 +78,7 @@ func leaseRenewBook(nodes map[string]leaseNode, req LeaseRequest, now int64) lea
 	demand := min(req.Demand, rate)
 
 	if req.Leaving {
-		out.self = leaseNode{window: window, granted: floor, used: used, liveUntil: now - 1}
+		out.self = leaseNode{window: window, granted: floor, used: used, liveUntil: now - 1, seq: req.Seq}
 	} else {
 		free := max(0, rate-usedOthers-used)
 		share := leaseWaterfill(free, append(demands, demand), demand, int64(req.Nodes))
@@ -85,6 +89,7 @@ func leaseRenewBook(nodes map[string]leaseNode, req LeaseRequest, now int64) lea
 			used:      used,
 			demand:    demand,
 			liveUntil: now + 2*lease,
+			seq:       req.Seq,
 		}
 	}
 	out.grant = LeaseGrant{
@@ -96,6 +101,24 @@ func leaseRenewBook(nodes map[string]leaseNode, req LeaseRequest, now int64) lea
 		Unleased:   max(0, rate-grantedOthers-out.self.granted),
 	}
 	return out
+}
+
+// leaseStale answers a renewal that arrives after a later one of the same
+// node (a call the node gave up on, delivered late or out of order): it
+// changes nothing, and its grant lasts no time, so that it could not
+// stand in for the later one even if someone read it.
+func leaseStale(me leaseNode, req LeaseRequest, now, window, windowEnd int64) leaseRenewal {
+	granted, used := me.granted, me.used
+	if me.window != window {
+		granted, used = 0, 0
+	}
+	return leaseRenewal{self: me, grant: LeaseGrant{
+		Window:     window,
+		Granted:    granted,
+		Used:       used,
+		WindowLeft: time.Duration(windowEnd-now) * time.Microsecond,
+		Stale:      true,
+	}}
 }
 
 // leaseWaterfill shares free units among demands (which include mine) by

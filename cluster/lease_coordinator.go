@@ -63,6 +63,14 @@ type LeaseRequest struct {
 	// Leaving gives back everything above Used+Pinned and removes the node
 	// from the sharing of the budget (idle key, node shutting down).
 	Leaving bool
+	// Seq orders one node's renewals: the coordinator applies a renewal
+	// only if its Seq is above that of the last renewal it applied for the
+	// node and key, and answers an older one with a Stale grant, changing
+	// nothing. A call the node gave up on may still reach the coordinator
+	// after a later one (another connection, a stalled server); without the
+	// order it could shrink the later grant under admissions it covers.
+	// 0 asks for no ordering.
+	Seq int64
 }
 
 // LeaseGrant is a node's new lease on a key.
@@ -83,6 +91,10 @@ type LeaseGrant struct {
 	// Unleased is what is left of the window's budget after this grant,
 	// leased to no node.
 	Unleased int64
+	// Stale reports a renewal older than one already applied (see
+	// LeaseRequest.Seq): nothing changed, Granted and Used are the node's
+	// record of the current window, and Valid is 0.
+	Stale bool
 }
 
 // MaxLeasedRate is the largest Rate the leased strategy serves. The Redis
@@ -93,6 +105,9 @@ const MaxLeasedRate = 1 << 40
 // leaseMaxSpan bounds Period and Lease so that times in microseconds, and
 // their sums, stay exact in a Lua number.
 const leaseMaxSpan = 366 * 24 * time.Hour
+
+// leaseMaxSeq bounds LeaseRequest.Seq so that a Lua number holds it exactly.
+const leaseMaxSeq = 1<<53 - 1
 
 // leaseMaxNodes bounds LeaseRequest.Nodes (and keeps sums of demands exact).
 const leaseMaxNodes = 1 << 12
@@ -117,6 +132,8 @@ func leaseCheckRequest(r LeaseRequest) error {
 		return fmt.Errorf("%w: lease must be in 1µs..%s, got %s", ErrInvalidLeaseRequest, leaseMaxSpan, r.Lease)
 	case r.Nodes < 1 || r.Nodes > leaseMaxNodes:
 		return fmt.Errorf("%w: nodes must be in 1..%d, got %d", ErrInvalidLeaseRequest, leaseMaxNodes, r.Nodes)
+	case r.Seq < 0 || r.Seq > leaseMaxSeq:
+		return fmt.Errorf("%w: seq must be in 0..%d, got %d", ErrInvalidLeaseRequest, int64(leaseMaxSeq), r.Seq)
 	case r.Used < 0 || r.Pinned < 0 || r.Demand < 0:
 		return fmt.Errorf("%w: used, pinned and demand must not be negative, got %d, %d, %d",
 			ErrInvalidLeaseRequest, r.Used, r.Pinned, r.Demand)

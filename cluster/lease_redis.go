@@ -93,8 +93,8 @@ func (c *RedisCoordinator) Renew(ctx context.Context, req LeaseRequest) (LeaseGr
 	if err != nil {
 		return LeaseGrant{}, c.storeError(ctx, req.Key, err)
 	}
-	if len(reply) != 6 {
-		return LeaseGrant{}, fmt.Errorf("cluster: lease script replied %d values, want 6", len(reply))
+	if len(reply) != 7 {
+		return LeaseGrant{}, fmt.Errorf("cluster: lease script replied %d values, want 7", len(reply))
 	}
 	return LeaseGrant{
 		Window:     reply[0],
@@ -103,6 +103,7 @@ func (c *RedisCoordinator) Renew(ctx context.Context, req LeaseRequest) (LeaseGr
 		Valid:      time.Duration(reply[3]) * time.Microsecond,
 		WindowLeft: time.Duration(reply[4]) * time.Microsecond,
 		Unleased:   reply[5],
+		Stale:      reply[6] == 1,
 	}, nil
 }
 
@@ -123,7 +124,7 @@ func (c *RedisCoordinator) args(r LeaseRequest) []string {
 	return []string{
 		i(now), c.slackMS, r.Node, i(r.Rate),
 		i(int64(r.Period / time.Microsecond)), i(int64(r.Lease / time.Microsecond)),
-		i(r.Window), i(r.Used), i(r.Pinned), i(r.Demand), leaving, i(int64(r.Nodes)),
+		i(r.Window), i(r.Used), i(r.Pinned), i(r.Demand), leaving, i(int64(r.Nodes)), i(r.Seq),
 	}
 }
 

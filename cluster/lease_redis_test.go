@@ -39,8 +39,8 @@ func leaseRedisCoordinator(tb testing.TB, client rueidis.Client, prefix string, 
 // TestRedisCoordinatorAgreesWithMemory: the Lua script and the Go book give
 // the same grant for the same request at the same time, over random
 // sequences of renewals from several nodes, including reports on old
-// windows, over-reports, leaving nodes, nodes going silent and changes of
-// period.
+// windows, over-reports, leaving nodes, nodes going silent, changes of
+// period, and renewals out of order (stale Seq) or unordered (Seq 0).
 func TestRedisCoordinatorAgreesWithMemory(t *testing.T) {
 	srv := testkit.StartServer(t)
 	client := leaseRedisClient(t, srv.Addr())
@@ -58,6 +58,7 @@ func TestRedisCoordinatorAgreesWithMemory(t *testing.T) {
 		period := rapid.SampledFrom(periods).Draw(rt, "period")
 		names := []string{"a", "b", "c", "d"}
 		last := map[string]LeaseGrant{}
+		seqs := map[string]int64{}
 		for range rapid.IntRange(1, 60).Draw(rt, "renewals") {
 			if rapid.IntRange(0, 19).Draw(rt, "change_period") == 0 {
 				period = rapid.SampledFrom(periods).Draw(rt, "period")
@@ -71,7 +72,10 @@ func TestRedisCoordinatorAgreesWithMemory(t *testing.T) {
 				Nodes:   rapid.IntRange(1, 5).Draw(rt, "nodes"),
 				Demand:  rapid.Int64Range(0, 2*rate).Draw(rt, "demand"),
 				Leaving: rapid.IntRange(0, 9).Draw(rt, "leaving") == 0,
+				// Mostly in order; sometimes a step back (stale), or none.
+				Seq: max(0, seqs[node]+rapid.Int64Range(-2, 3).Draw(rt, "seq_step")),
 			}
+			seqs[node] = max(seqs[node], req.Seq)
 			if known && rapid.Bool().Draw(rt, "report") {
 				req.Window = prev.Window
 				req.Used = rapid.Int64Range(0, prev.Granted+2).Draw(rt, "used")
@@ -136,7 +140,7 @@ func TestRedisCoordinatorDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewLeased(LeasedConfig{Coordinator: red, Members: StaticMembers{Name: "a", Nodes: 4}, Clock: clock, Interval: 100 * time.Millisecond})
+	l, err := NewLeased(LeasedConfig{Coordinator: red, Members: StaticMembers{Name: "a", Nodes: 4}, Clock: clock, Interval: 100 * time.Millisecond, WaitForRenewals: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,12 @@ type Leased struct {
 	down    atomic.Bool  // the last renewal found the coordinator unreachable
 	entries sync.Map     // key → *leasedEntry; lock-free lookups on the fast path
 	loop    roundLoop
+	seq     atomic.Int64 // the last LeaseRequest.Seq sent
+
+	// Renewals run on goroutines of their own; Close cancels and awaits them.
+	closing context.Context
+	close   context.CancelFunc
+	flights flightGroup
 }
 
 // NewLeased returns the leased strategy (ローカル割当＋定期同期 done so that
@@ -45,6 +51,19 @@ type Leased struct {
 // EarlyRenewal per key, waiting at most Timeout; only one renewal per key is
 // in flight, and requests arriving meanwhile are denied, never blocked.
 //
+// Slow is not down. A renewal runs on its own goroutine and outlives the
+// request that triggered it: if no answer comes within Timeout, the
+// request is denied (RetryAfter: the next renewal it may trigger) and the
+// answer is applied when it arrives. Until an answer arrives the node
+// admits only what the renewal pinned, and past the lease's end nothing:
+// the renewal may have been applied, leaving a grant as small as that,
+// whether its answer comes late or never. Renewals carry a sequence number,
+// so one that reaches the coordinator after a later one of the same node
+// (another connection, a stalled server) changes nothing. Only when a
+// renewal fails with the store unavailable (a connection refused or
+// reset), or stays unanswered for OutageAfter, is the coordinator
+// unreachable.
+//
 // Windows. Window w is [w·Period, (w+1)·Period) on the coordinator's clock
 // (Redis TIME): the coordinator numbers them, and a node only converts the
 // durations the coordinator returns (lease validity, time to window end)
@@ -59,13 +78,14 @@ type Leased struct {
 // i's arrival rate (units per second), δ the network delay (one round trip
 // to the coordinator) and B the EarlyRenewal:
 //
-//   - Overshoot is 0 by construction while the coordinator answers: the sum
-//     of the units granted in a window is at most R (the coordinator never
-//     grants more than the budget less the others' grants), and a node
-//     admits only units granted to it for the window it is in. While a
-//     renewal is in flight the node admits at most the units it pinned in
-//     its request, which the new grant still covers. With clock rates
-//     differing by ρ the overshoot is at most Σᵢ λᵢ·ρ·T per window.
+//   - Overshoot is 0 by construction while the coordinator is reachable,
+//     however slowly it answers (up to OutageAfter): the sum of the units
+//     granted in a window is at most R (the coordinator never grants more
+//     than the budget less the others' grants), and a node admits only
+//     units granted to it for the window it is in. While a renewal is
+//     unanswered the node admits at most the units it pinned in its
+//     request, which any grant the renewal leaves still covers. With clock
+//     rates differing by ρ the overshoot is at most Σᵢ λᵢ·ρ·T per window.
 //   - Undershoot (units of min(R, offered) denied in a window w) is at
 //     most Σᵢ λᵢ·(B + δ)·rᵢ, where rᵢ ≤ P/T + 1 + P/B is the number of
 //     node i's renewals in w: a node denies only while a renewal is in
@@ -77,8 +97,11 @@ type Leased struct {
 //     the window is known); when a node goes idle its share moves to the
 //     busy nodes within 2T (the idle node's next renewal gives it back, a
 //     busy node's next one takes it).
-//   - Coordinator unreachable: a node keeps its lease until it ends, then
-//     admits at most S = SafeFraction·R (default R/N) per window in memory,
+//   - Coordinator unreachable (see above): a node keeps what its lease and
+//     pin cover until the lease ends; then, with ReportUnavailable, a
+//     failure policy decides (floodgate serve: the limit's failure_mode,
+//     so fail_closed adds nothing to the leases and overshoot stays 0);
+//     otherwise the node admits at most S = SafeFraction·R (default R/N) per window in memory,
 //     on windows aligned to its estimate of the coordinator's clock (its own
 //     plus the offset measured at its last grant, within one round trip).
 //     The fleet then admits at most R + N·S per window: overshoot ≤ N·S,
@@ -104,7 +127,13 @@ func NewLeased(cfg LeasedConfig) (*Leased, error) {
 		cfg.EarlyRenewal = cfg.Interval / 4
 	}
 	cfg.Timeout = leaseOr(cfg.Timeout, 50*time.Millisecond)
+	cfg.OutageAfter = leaseOr(cfg.OutageAfter, DefaultOutageAfter(cfg.Interval, cfg.Timeout))
 	l := &Leased{cfg: cfg, clock: cfg.Clock, log: cfg.Logger}
+	l.closing, l.close = context.WithCancel(context.Background())
+	// Renewals are ordered from a start above any this node's name used
+	// before a restart: one per microsecond since the epoch is more than
+	// any node makes.
+	l.seq.Store(time.Now().UnixMicro())
 	if l.clock == nil {
 		l.clock = leasedSystemClock{}
 	}
@@ -113,6 +142,12 @@ func NewLeased(cfg LeasedConfig) (*Leased, error) {
 	}
 	l.safe = floodgate.NewMemory(floodgate.WithClock(leasedCoordinatorClock{l}))
 	return l, nil
+}
+
+// DefaultOutageAfter is LeasedConfig.OutageAfter's default for an Interval
+// and a Timeout: the longest of a second, two intervals and the Timeout.
+func DefaultOutageAfter(interval, timeout time.Duration) time.Duration {
+	return max(time.Second, 2*interval, timeout)
 }
 
 // AllowN implements floodgate.Limiter. The fast path is a map lookup and a
@@ -143,14 +178,19 @@ func (l *Leased) AllowN(ctx context.Context, key string, limit floodgate.Limit, 
 		return d, nil
 	}
 	if e.mayRenew(now) {
-		if err := l.renewLocked(ctx, e, key, limit); err != nil {
+		f := l.renewUnlock(ctx, e, key, limit, now, false)
+		answered, err := l.await(ctx, f)
+		e.mu.Lock()
+		if err != nil {
 			e.mu.Unlock()
 			return floodgate.Decision{}, err
 		}
 		now = l.clock.Now()
-		if d, ok := e.take(now, limit, cost); ok {
-			e.mu.Unlock()
-			return d, nil
+		if answered {
+			if d, ok := e.take(now, limit, cost); ok {
+				e.mu.Unlock()
+				return d, nil
+			}
 		}
 	}
 	return l.fallbackUnlock(ctx, e, key, limit, now, cost)
@@ -171,6 +211,15 @@ func (l *Leased) fallbackUnlock(ctx context.Context, e *leasedEntry, key string,
 			key, floodgate.ErrStoreUnavailable)
 	}
 	return l.allowSafe(ctx, key, limit, cost)
+}
+
+// unreachablePolicy says what applies past a lease while the coordinator
+// is unreachable.
+func (l *Leased) unreachablePolicy() string {
+	if l.cfg.ReportUnavailable {
+		return "the failure policy decides"
+	}
+	return "the safe capacity applies"
 }
 
 // checkLimit refuses the limits this strategy cannot serve.

@@ -57,7 +57,7 @@ func TestLeasedUnusedQuotaReturns(t *testing.T) {
 			t.Fatal(err)
 		}
 		node := func(name string) *Leased {
-			l, err := NewLeased(LeasedConfig{Coordinator: mem, Members: StaticMembers{Name: name, Nodes: 2}, Clock: clock, Interval: interval})
+			l, err := NewLeased(LeasedConfig{Coordinator: mem, Members: StaticMembers{Name: name, Nodes: 2}, Clock: clock, Interval: interval, WaitForRenewals: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,6 +341,8 @@ func TestNewLeasedRefusesBadConfig(t *testing.T) {
 		{"no interval", func(c *LeasedConfig) { c.Interval = 0 }, "Interval must be positive"},
 		{"early renewal above the interval", func(c *LeasedConfig) { c.EarlyRenewal = 2 * time.Second }, "EarlyRenewal"},
 		{"negative timeout", func(c *LeasedConfig) { c.Timeout = -1 }, "Timeout"},
+		{"negative outage-after", func(c *LeasedConfig) { c.OutageAfter = -1 }, "OutageAfter must not be negative"},
+		{"outage-after below the timeout", func(c *LeasedConfig) { c.Timeout, c.OutageAfter = time.Second, time.Millisecond }, "must be at least Timeout"},
 		{"safe fraction above 1", func(c *LeasedConfig) { c.SafeFraction = 1.5 }, "SafeFraction"},
 		{"negative safe fraction", func(c *LeasedConfig) { c.SafeFraction = -0.1 }, "SafeFraction"},
 	}

@@ -28,9 +28,27 @@ type LeasedConfig struct {
 	// Interval/4; at most Interval): it bounds a hot key's calls to the
 	// coordinator to 1 + Interval/EarlyRenewal per Interval.
 	EarlyRenewal time.Duration
-	// Timeout bounds one coordinator call (default 50ms). The one request
-	// that triggers a renewal waits at most this long.
+	// Timeout is the longest a request waits for a renewal it triggers
+	// (default 50ms); a request whose context ends sooner waits until then.
+	// A renewal not answered by then is not an outage: the request is
+	// denied, the renewal goes on, and the node admits no more than its
+	// lease already covers until the answer arrives. Timeout is also the
+	// flight time a renewal pins units for (see LeaseRequest.Pinned).
 	Timeout time.Duration
+	// OutageAfter is how long a renewal may go unanswered before the
+	// coordinator counts as unreachable (default DefaultOutageAfter; at
+	// least Timeout). A renewal that fails sooner with the store
+	// unavailable (a connection refused or reset) counts at once. Only an
+	// unreachable coordinator lets a node past its lease: to the safe
+	// capacity, or to the failure policy with ReportUnavailable.
+	OutageAfter time.Duration
+	// WaitForRenewals makes a request that triggers a renewal wait for its
+	// answer however long it takes (up to OutageAfter), on its own
+	// goroutine, instead of at most Timeout. It is for simulations and
+	// tests on virtual time, where a real-time Timeout would make the
+	// outcome depend on the scheduler; in production a slow coordinator
+	// would hold requests.
+	WaitForRenewals bool
 	// SafeFraction is the share of a limit's Rate each node admits per
 	// window, in memory, once the coordinator is unreachable and its lease
 	// has run out, rounded down. 0 means 1/Members.Count(); otherwise it must
@@ -67,6 +85,10 @@ func leasedCheckConfig(cfg LeasedConfig) error {
 		return bad("EarlyRenewal must be in 0..Interval (%s), got %s", cfg.Interval, cfg.EarlyRenewal)
 	case cfg.Timeout < 0:
 		return bad("Timeout must not be negative, got %s", cfg.Timeout)
+	case cfg.OutageAfter < 0:
+		return bad("OutageAfter must not be negative, got %s", cfg.OutageAfter)
+	case cfg.OutageAfter > 0 && cfg.OutageAfter < cfg.Timeout:
+		return bad("OutageAfter (%s) must be at least Timeout (%s)", cfg.OutageAfter, cfg.Timeout)
 	case !(cfg.SafeFraction >= 0 && cfg.SafeFraction <= 1): // also refuses NaN
 		return bad("SafeFraction must be in [0, 1], got %v", cfg.SafeFraction)
 	}

@@ -22,9 +22,15 @@ type leasedEntry struct {
 	windowEnd time.Time
 	unleased  int64 // what the last grant left of the window's budget
 
-	// The renewal in flight, if any: until it returns, used may not pass pinCap.
-	renewing bool
-	pinCap   int64
+	// The renewal in flight, if any: one per key at a time, so that a
+	// node's renewals of a key reach the coordinator in order.
+	flight *leaseFlight
+	// capped holds used to pinCap from the start of a renewal until an
+	// answer arrives. A renewal given up on may still be applied late, and
+	// leave a grant as small as pinCap, so the cap outlives it until a
+	// later renewal is answered.
+	capped bool
+	pinCap int64
 
 	nextRenew   time.Time // earliest renewal a request may trigger
 	retryAt     time.Time // after an unreachable coordinator, earliest retry by a request
@@ -45,10 +51,10 @@ func (e *leasedEntry) reset(limit floodgate.Limit) {
 	if e.limit == limit {
 		return
 	}
-	renewing, pinCap := e.renewing, e.pinCap
+	flight := e.flight
 	*e = leasedEntry{limit: limit, window: -1, requested: e.requested, reportedAt: e.reportedAt}
 	// A renewal in flight still finishes on this entry; keep it exclusive.
-	e.renewing, e.pinCap = renewing, pinCap
+	e.flight = flight
 }
 
 // valid reports whether the lease covers now.
@@ -61,7 +67,7 @@ func (e *leasedEntry) capacity(now time.Time) int64 {
 	if !e.valid(now) {
 		return e.used
 	}
-	if e.renewing {
+	if e.capped {
 		return min(e.granted, e.pinCap)
 	}
 	return e.granted
@@ -122,7 +128,7 @@ func (e *leasedEntry) resetAfter(now time.Time, limit floodgate.Limit) time.Dura
 // failure, and an exhausted lease that is still valid no more often than
 // once per EarlyRenewal.
 func (e *leasedEntry) mayRenew(now time.Time) bool {
-	if e.renewing || now.Before(e.retryAt) {
+	if e.flight != nil || now.Before(e.retryAt) {
 		return false
 	}
 	return !e.valid(now) || !now.Before(e.nextRenew)

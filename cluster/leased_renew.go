@@ -10,28 +10,107 @@ import (
 	"github.com/floodgate-io/floodgate"
 )
 
-// renewLocked renews e's lease for the request holding e's lock. It
-// releases the lock during the call, so that other requests on the key go
-// on (against the pinned units) instead of waiting, and holds it again on
-// return. Only an error other than the coordinator being unreachable is
-// returned: that one is the strategy's documented degradation.
-func (l *Leased) renewLocked(ctx context.Context, e *leasedEntry, key string, limit floodgate.Limit) error {
-	sentAt := l.clock.Now()
-	req, reported := l.beginRenewal(e, key, limit, sentAt, false)
-	e.mu.Unlock()
-	grant, err := l.call(ctx, req)
-	e.mu.Lock()
-	return l.finishRenewal(e, req, reported, sentAt, grant, err)
+// leaseFlight is one renewal in flight. done is closed once its outcome
+// is applied to the entry; err is then what a request waiting for it
+// returns: a defect or the node closing, never the coordinator being
+// unreachable (that is the strategy's documented degradation).
+type leaseFlight struct {
+	done chan struct{}
+	err  error
 }
 
-// call is one coordinator call, bounded by the Timeout. A call cut by the
-// Timeout, not by the caller, counts as the coordinator unreachable.
+// renewUnlock starts a renewal of e, which the caller holds locked, and
+// unlocks e. The renewal runs on a goroutine of its own, so that it
+// outlives the request that triggered it: a slow coordinator's answer is
+// still applied when it arrives, however long after the request gave up
+// waiting (up to OutageAfter). With WaitForRenewals it runs on the
+// caller's goroutine instead, and is over on return. A leaving renewal
+// forgets the key once it is over.
+func (l *Leased) renewUnlock(ctx context.Context, e *leasedEntry, key string, limit floodgate.Limit, now time.Time, leaving bool) *leaseFlight {
+	req, reported := l.beginRenewal(e, key, limit, now, leaving)
+	f := &leaseFlight{done: make(chan struct{})}
+	e.flight = f
+	if !l.flights.enter() {
+		f.err = ErrClosed
+		l.endFlight(e, key, f, leaving)
+		e.mu.Unlock()
+		return f
+	}
+	e.mu.Unlock()
+	run := func() {
+		defer l.flights.leave()
+		grant, err := l.call(ctx, req)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if leaving {
+			f.err = err
+		} else {
+			f.err = l.finishRenewal(e, req, reported, now, grant, err)
+		}
+		l.endFlight(e, key, f, leaving)
+	}
+	if l.cfg.WaitForRenewals {
+		run()
+	} else {
+		go run()
+	}
+	return f
+}
+
+// endFlight marks e's renewal over, with e locked.
+func (l *Leased) endFlight(e *leasedEntry, key string, f *leaseFlight, leaving bool) {
+	e.flight = nil
+	if leaving {
+		l.forgetLocked(key, e)
+	}
+	close(f.done)
+}
+
+// await waits for a renewal as a request may: until its answer, the
+// Timeout, or the end of ctx, whichever comes first. It reports whether
+// the outcome is in. The end of ctx's deadline counts as the Timeout (the
+// request is denied, not failed, so that a failure policy around the
+// strategy does not take a slow renewal for an outage); a cancelled ctx
+// is the caller's error.
+func (l *Leased) await(ctx context.Context, f *leaseFlight) (bool, error) {
+	select {
+	case <-f.done:
+		return true, f.err
+	default:
+	}
+	timer := time.NewTimer(l.cfg.Timeout)
+	defer timer.Stop()
+	select {
+	case <-f.done:
+		return true, f.err
+	case <-timer.C:
+	case <-ctx.Done():
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return false, ctx.Err()
+		}
+	}
+	select { // an answer that raced the timeout is still an answer
+	case <-f.done:
+		return true, f.err
+	default:
+		return false, nil
+	}
+}
+
+// call is one coordinator call, bounded by OutageAfter and by Close, not
+// by the request that triggered it. No answer within OutageAfter counts
+// as the coordinator unreachable.
 func (l *Leased) call(ctx context.Context, req LeaseRequest) (LeaseGrant, error) {
-	callCtx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.OutageAfter)
 	defer cancel()
+	stop := context.AfterFunc(l.closing, cancel)
+	defer stop()
 	grant, err := l.cfg.Coordinator.Renew(callCtx, req)
-	if err != nil && ctx.Err() == nil && errors.Is(callCtx.Err(), context.DeadlineExceeded) && !errors.Is(err, floodgate.ErrStoreUnavailable) {
-		err = fmt.Errorf("cluster: leased: no answer within %s: %w: %w", l.cfg.Timeout, floodgate.ErrStoreUnavailable, err)
+	switch {
+	case err == nil, l.closing.Err() != nil:
+		return grant, err
+	case errors.Is(callCtx.Err(), context.DeadlineExceeded) && !errors.Is(err, floodgate.ErrStoreUnavailable):
+		return grant, fmt.Errorf("cluster: leased: no answer within %s: %w: %w", l.cfg.OutageAfter, floodgate.ErrStoreUnavailable, err)
 	}
 	return grant, err
 }
@@ -48,7 +127,7 @@ func (l *Leased) beginRenewal(e *leasedEntry, key string, limit floodgate.Limit,
 		reserve := int64(math.Ceil(float64(demand) * float64(l.cfg.Timeout) / float64(l.cfg.Interval)))
 		pinned = min(max(0, e.granted-e.used), reserve)
 	}
-	e.renewing, e.pinCap = true, e.used+pinned
+	e.capped, e.pinCap = true, e.used+pinned
 	return LeaseRequest{
 		Key:     key,
 		Node:    l.cfg.Members.Self(),
@@ -61,6 +140,7 @@ func (l *Leased) beginRenewal(e *leasedEntry, key string, limit floodgate.Limit,
 		Nodes:   min(max(l.cfg.Members.Count(), 1), leaseMaxNodes),
 		Demand:  demand,
 		Leaving: leaving,
+		Seq:     l.seq.Add(1),
 	}, e.requested
 }
 
@@ -84,9 +164,9 @@ func (l *Leased) demand(e *leasedEntry, now time.Time, limit floodgate.Limit) in
 	return int64(min(perInterval, float64(limit.Rate)))
 }
 
-// finishRenewal applies a renewal's outcome to e, locked.
+// finishRenewal applies a renewal's outcome to e, locked. Without an
+// answer the cap on e stays: the renewal may still be applied.
 func (l *Leased) finishRenewal(e *leasedEntry, req LeaseRequest, reported int64, sentAt time.Time, grant LeaseGrant, err error) error {
-	e.renewing = false
 	if err != nil {
 		if !errors.Is(err, floodgate.ErrStoreUnavailable) {
 			return err
@@ -94,11 +174,19 @@ func (l *Leased) finishRenewal(e *leasedEntry, req LeaseRequest, reported int64,
 		e.unreachable = true
 		e.retryAt = sentAt.Add(l.cfg.Interval)
 		if l.down.CompareAndSwap(false, true) {
-			l.log.Warn("leased: coordinator unreachable; leases run out, then the safe capacity applies",
+			l.log.Warn("leased: coordinator unreachable; leases run out, then "+l.unreachablePolicy(),
 				"key", req.Key, "err", err)
 		}
 		return nil
 	}
+	if grant.Stale {
+		// Only a node that shares this node's name, or a clock set back
+		// across a restart, makes renewals that look older than applied ones.
+		l.log.Error("leased: the coordinator has a later renewal from this node's name; is another node running under it?",
+			"key", req.Key, "node", req.Node)
+		return nil
+	}
+	e.capped = false
 	e.unreachable = false
 	if l.down.CompareAndSwap(true, false) {
 		l.log.Info("leased: coordinator reachable again", "key", req.Key)

@@ -135,6 +135,9 @@ func leasedNewSim(tb testing.TB, cfg leasedSimConfig) *leasedSim {
 			Members:     StaticMembers{Name: name, Nodes: cfg.nodes},
 			Clock:       leasedSkewedClock{base: clock, skew: time.Duration(i-cfg.nodes/2) * cfg.skew},
 			Interval:    cfg.interval,
+			// On the manual clock, a renewal's outcome must not depend on
+			// how soon the scheduler runs it.
+			WaitForRenewals: true,
 		}
 		if cfg.tweak != nil {
 			cfg.tweak(&lc)

@@ -36,25 +36,22 @@ func (l *Leased) Sync(ctx context.Context) error {
 }
 
 // syncKey renews one key's lease, or gives it back when the key was idle
-// for an Interval.
+// for an Interval. It waits for the answer as a request would (at most the
+// Timeout), so that a slow coordinator never holds up a round: the renewal
+// goes on, and its answer is applied when it arrives.
 func (l *Leased) syncKey(ctx context.Context, key string, e *leasedEntry) error {
 	e.mu.Lock()
-	if e.gone || e.renewing {
+	if e.gone || e.flight != nil {
 		e.mu.Unlock()
 		return nil
 	}
 	now := l.clock.Now()
-	limit := e.limit
 	if e.requested == 0 && (e.reportedAt.IsZero() || now.Sub(e.reportedAt) >= l.cfg.Interval) {
 		return l.releaseUnlock(ctx, key, e, now)
 	}
-	sentAt := now
-	req, reported := l.beginRenewal(e, key, limit, sentAt, false)
-	e.mu.Unlock()
-	grant, err := l.call(ctx, req)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return l.finishRenewal(e, req, reported, sentAt, grant, err)
+	f := l.renewUnlock(ctx, e, key, e.limit, now, false)
+	_, err := l.await(ctx, f)
+	return err
 }
 
 // releaseUnlock forgets an idle key and, when its lease still holds unused
@@ -63,21 +60,24 @@ func (l *Leased) syncKey(ctx context.Context, key string, e *leasedEntry) error 
 // coordinator has answered: a new entry's renewal must not overtake the
 // release, or the release would shrink a grant the new entry relies on.
 func (l *Leased) releaseUnlock(ctx context.Context, key string, e *leasedEntry, now time.Time) error {
-	var err error
-	if e.valid(now) && e.used < e.granted {
-		req, _ := l.beginRenewal(e, key, e.limit, now, true)
+	if !e.valid(now) || e.used >= e.granted {
+		l.forgetLocked(key, e)
 		e.mu.Unlock()
-		_, err = l.call(ctx, req)
-		e.mu.Lock()
-		e.renewing = false
+		return nil
 	}
-	l.entries.CompareAndDelete(key, e)
-	e.gone = true
-	e.mu.Unlock()
-	if errors.Is(err, context.Canceled) {
+	f := l.renewUnlock(ctx, e, key, e.limit, now, true)
+	_, err := l.await(ctx, f)
+	if errors.Is(err, context.Canceled) || errors.Is(err, ErrClosed) {
 		return nil
 	}
 	return err
+}
+
+// forgetLocked drops e, locked, from the keys: requests holding it look
+// the key up again.
+func (l *Leased) forgetLocked(key string, e *leasedEntry) {
+	l.entries.CompareAndDelete(key, e)
+	e.gone = true
 }
 
 // Release gives back the unused units of every lease and forgets every key,
@@ -87,7 +87,7 @@ func (l *Leased) Release(ctx context.Context) error {
 	var errs []error
 	for i, e := range entries {
 		e.mu.Lock()
-		if e.gone || e.renewing {
+		if e.gone || e.flight != nil {
 			e.mu.Unlock()
 			continue
 		}
@@ -114,11 +114,14 @@ func (l *Leased) Start(ctx context.Context) error {
 	return l.loop.start(ctx, l.cfg.Interval, l.Sync, l.log, "leased")
 }
 
-// Close stops the loop of Start, if running, and gives back the unused
-// units of every lease (each call bounded by the Timeout), so that the
-// other nodes can use them before the window ends.
+// Close stops the loop of Start, if running, gives back the unused units
+// of every lease (waiting at most the Timeout for each), so that the other
+// nodes can use them before the window ends, then ends the renewals still
+// in flight and waits for their goroutines.
 func (l *Leased) Close() {
 	l.loop.stop()
 	_ = l.Release(context.Background())
+	l.close()
+	l.flights.closeAndWait()
 	l.safe.Close()
 }

@@ -145,9 +145,8 @@ func TestLeasedNeverOvershootsOnRandomSchedules(t *testing.T) {
 			l, err := NewLeased(LeasedConfig{
 				Coordinator: probe, Members: StaticMembers{Name: fmt.Sprintf("n%d", i), Nodes: nodes},
 				Clock: leasedSkewedClock{base: clock, skew: skew}, Interval: interval,
-				// Long enough never to expire on a real clock: a renewal that
-				// timed out would be the coordinator unreachable, another test.
-				Timeout: time.Duration(rapid.IntRange(200, 2000).Draw(rt, "timeout_ms")) * time.Millisecond,
+				Timeout:         time.Duration(rapid.IntRange(1, 2000).Draw(rt, "timeout_ms")) * time.Millisecond,
+				WaitForRenewals: true,
 			})
 			if err != nil {
 				rt.Fatal(err)

@@ -91,7 +91,7 @@ func (s *simulation) newNode(i int, sh shared) (*node, error) {
 	case "leased":
 		var l *cluster.Leased
 		l, err = cluster.NewLeased(cluster.LeasedConfig{Coordinator: delayedCoordinator{sim: s, inner: sh.coordinator},
-			Members: mem, Clock: n.clock, Interval: c.Interval, Timeout: c.Timeout, Logger: quiet})
+			Members: mem, Clock: n.clock, Interval: c.Interval, Timeout: c.Timeout, Logger: quiet, WaitForRenewals: true})
 		n.lim, n.blocking, n.round = l, true, func(ctx context.Context) { _ = l.Sync(ctx) }
 	case "synced":
 		var l *cluster.Synced

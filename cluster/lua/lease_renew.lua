@@ -2,11 +2,13 @@
 -- lease_book.go, on the key's hash, atomically.
 --
 -- KEYS[1]: the key's hash. Field "p" holds the period (µs); field "n:NODE"
--- holds "window granted used demand live_until" for each node.
+-- holds "window granted used demand live_until seq" for each node (records
+-- written before seq existed have five numbers: seq 0).
 -- ARGV: now (µs; negative: the server's TIME), TTL slack (ms), node, rate,
 -- period (µs), lease (µs), window, used, pinned, demand, leaving (1 or 0),
--- nodes.
--- Returns {window, granted, used, valid (µs), window_left (µs), unleased}.
+-- nodes, seq (0: unordered).
+-- Returns {window, granted, used, valid (µs), window_left (µs), unleased,
+-- stale (1 or 0)}.
 --
 -- Numbers stay below 2^53 (see MaxLeasedRate and leaseMaxSpan), so the
 -- doubles of Lua hold them, and their floored quotients, exactly.
@@ -23,6 +25,7 @@ local req_window, req_used = tonumber(ARGV[7]), tonumber(ARGV[8])
 local req_pinned, req_demand = tonumber(ARGV[9]), tonumber(ARGV[10])
 local leaving = ARGV[11] == '1'
 local nodes = tonumber(ARGV[12])
+local req_seq = tonumber(ARGV[13])
 
 local window = math.floor(now / period)
 local window_end = (window + 1) * period
@@ -39,10 +42,10 @@ local all = redis.call('HGETALL', key)
 for i = 1, #all, 2 do
   local field = all[i]
   if field ~= 'p' then
-    local w, g, u, d, live = string.match(all[i + 1], '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
+    local w, g, u, d, live, seq = string.match(all[i + 1], '^(%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*)$')
     w, g, u, d, live = tonumber(w), tonumber(g), tonumber(u), tonumber(d), tonumber(live)
     if field == self then
-      me = {w = w, g = g, u = u}
+      me = {w = w, g = g, u = u, seq = tonumber(seq) or 0}
     else
       local current = w == window
       if live < now and not current then
@@ -58,6 +61,15 @@ for i = 1, #all, 2 do
       end
     end
   end
+end
+
+-- A renewal older than one applied changes nothing (see LeaseRequest.Seq).
+if me and req_seq > 0 and req_seq <= me.seq then
+  local g, u = 0, 0
+  if me.w == window then
+    g, u = me.g, me.u
+  end
+  return {window, g, u, 0, window_end - now, 0, 1}
 end
 
 local granted, used, floor = 0, 0, 0
@@ -112,9 +124,9 @@ if #drop > 0 then
   redis.call('HDEL', key, unpack(drop))
 end
 redis.call('HSET', key, 'p', string.format('%d', period),
-  self, string.format('%d %d %d %d %d', window, new_granted, used, new_demand, live_until))
+  self, string.format('%d %d %d %d %d %d', window, new_granted, used, new_demand, live_until, req_seq))
 local ttl = math.max(window_end - now, 2 * lease)
 redis.call('PEXPIRE', key, math.ceil(ttl / 1000) + slack)
 
 return {window, new_granted, used, math.min(lease, window_end - now), window_end - now,
-  math.max(0, rate - granted_others - new_granted)}
+  math.max(0, rate - granted_others - new_granted), 0}

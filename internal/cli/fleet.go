@@ -28,10 +28,11 @@ type fleetFlags struct {
 	nodes        int
 	syncInterval time.Duration
 	sampleOneIn  int64
+	outageAfter  time.Duration
 }
 
 // fleetFlagNames are the flags register adds.
-var fleetFlagNames = []string{"strategy", "node-name", "cluster-bind", "cluster-join", "nodes", "sync-interval", "sample-one-in"}
+var fleetFlagNames = []string{"strategy", "node-name", "cluster-bind", "cluster-join", "nodes", "sync-interval", "sample-one-in", "outage-after"}
 
 func (f *fleetFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.strategy, "strategy", string(config.StrategyExact), "how limits without their own strategy are shared between nodes: exact, local, leased, synced, sampled or gossip")
@@ -41,6 +42,7 @@ func (f *fleetFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.nodes, "nodes", 1, "the fleet's size, for local and leased shares, when there is no --cluster-bind")
 	fl.DurationVar(&f.syncInterval, "sync-interval", 100*time.Millisecond, "T: how often leased, synced and gossip sync with the fleet (for gossip: memberlist's gossip interval)")
 	fl.Int64Var(&f.sampleOneIn, "sample-one-in", 10, "sampled: the shared counter is updated for 1 in this many admitted requests")
+	fl.DurationVar(&f.outageAfter, "outage-after", 0, "leased: how long a lease renewal may go unanswered before Redis counts as down and the limit's failure_mode applies past the lease; a slower answer only denies (0: the longer of 1s and 2·sync-interval)")
 }
 
 // fleet holds this node's cluster strategies, each built only if some
@@ -204,11 +206,20 @@ func (fl *fleet) open(ctx context.Context, k strategyKey, f fleetFlags, rs *redi
 		}
 		l, closeIt, start = g, g.Close, g.Start
 	case config.StrategyLeased:
+		// A request waits at most the store timeout for a renewal; the
+		// renewal itself may take until Redis counts as down, and past the
+		// lease the limit's failure policy decides.
+		lc := cluster.LeasedConfig{Members: fl.members, Interval: interval, Timeout: storeTimeout,
+			OutageAfter: f.outageAfter, ReportUnavailable: true, Logger: log}
+		if lc.OutageAfter == 0 {
+			lc.OutageAfter = cluster.DefaultOutageAfter(interval, storeTimeout)
+		}
 		var c *cluster.RedisCoordinator
-		c, err = cluster.NewRedisCoordinator(cluster.RedisCoordinatorConfig{Client: rs.Client(), KeyPrefix: rs.KeyPrefix() + "lease:", Timeout: storeTimeout})
+		c, err = cluster.NewRedisCoordinator(cluster.RedisCoordinatorConfig{Client: rs.Client(), KeyPrefix: rs.KeyPrefix() + "lease:", Timeout: lc.OutageAfter})
 		if err == nil {
+			lc.Coordinator = c
 			var le *cluster.Leased
-			le, err = cluster.NewLeased(cluster.LeasedConfig{Coordinator: c, Members: fl.members, Interval: interval, Timeout: storeTimeout, Logger: log})
+			le, err = cluster.NewLeased(lc)
 			l, closeIt, start = le, le.Close, le.Start
 		}
 	case config.StrategySynced, config.StrategySampled:
