@@ -9,6 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/floodgate-io/floodgate"
@@ -50,28 +54,46 @@ type Descriptor struct {
 	Entries []config.Entry
 	// Hits overrides the request's Hits for this descriptor when > 0, or
 	// when HitsSet: Envoy's per-descriptor hits_addend, where 0 reads the
-	// limits without counting.
+	// limits, of both kinds, without counting.
 	Hits    int64
 	HitsSet bool
 	// Refund gives the hits back instead of taking them (Envoy's
 	// is_negative_hits): for a request that reserved more than it used.
-	// The descriptor is then never over the limit; its statuses tell what
-	// remains after the refund.
+	// The limits that count units get the hits back, those named in Costs
+	// their cost, and those that count requests Requests (by default
+	// none: the request still happened). The descriptor is then never
+	// over the limit; its statuses tell what remains after the refund.
 	Refund bool
 	// Charge takes the hits whatever the limit says, past it if need be:
-	// for a request that used more than it reserved (the work is done). As
-	// with Refund, the descriptor is never over the limit in the answer.
+	// for a request that used more than it reserved (the work is done).
+	// It moves the limits as Refund does, the other way; the descriptor is
+	// never over the limit in the answer.
 	Charge bool
 	// Override, when set, replaces the limit the policy gives (Envoy's
 	// per-descriptor limit override); it is counted under its own key.
 	Override *floodgate.Limit
+	// Costs gives the descriptor's limits costs of their own, by name, in
+	// place of what they count (see costOf): each at least 0, and in a
+	// Refund or Charge what that limit is moved by. Every name must be one
+	// of the limits the policy has for the descriptor; the request is
+	// refused (ErrBadRequest) otherwise.
+	Costs map[string]int64
+	// Requests is what a Refund or Charge moves the limits that count
+	// requests by: 0 leaves them alone, as the correction of a request's
+	// units should; 1 gives back or takes the request itself (one that was
+	// admitted and then not served). Decisions count 1 per request, 0 for
+	// a read, and refuse a Requests.
+	Requests int64
 }
 
 // Request asks for a decision on one request.
 type Request struct {
 	Domain      string
 	Descriptors []Descriptor
-	// Hits is the cost of the request (0 means 1).
+	// Hits is the cost of the request (0 means 1), which the limits that
+	// count units take; those that count requests take 1 (see
+	// config.Counts). A descriptor's Hits or Costs change it for that
+	// descriptor.
 	Hits int64
 	// Atomic makes the limits of all descriptors all or nothing: when one
 	// denies, none is consumed. Without it each descriptor is decided on its
@@ -79,6 +101,11 @@ type Request struct {
 	// stop the others from counting). The limits of one descriptor are
 	// always all or nothing.
 	Atomic bool
+	// Costs gives limits costs of their own by name, for every descriptor
+	// that has a limit of that name; a descriptor's own Costs win. Unlike a
+	// descriptor's, a name no limit of the request has is ignored: a route
+	// names limits that only some of its requests reach.
+	Costs map[string]int64
 }
 
 // LimitStatus is one limit's part in a decision.
@@ -87,6 +114,10 @@ type LimitStatus struct {
 	Limit    floodgate.Limit // as enforced: the rule's or the override
 	Key      string
 	Decision floodgate.Decision
+	// Cost is what the request asked of the limit: the units a decision
+	// weighs (taken only when it passes), or what a Charge (positive) or a
+	// Refund (negative) moved it by.
+	Cost int64
 }
 
 // DescriptorStatus is the answer for one descriptor.
@@ -154,6 +185,11 @@ func validate(req Request) error {
 	case req.Hits < 0 || req.Hits > MaxHits:
 		return badRequest("hits %d outside [0, %d]", req.Hits, int64(MaxHits))
 	}
+	if len(req.Costs) > 0 {
+		if err := validateCosts("costs", req.Costs); err != nil {
+			return err
+		}
+	}
 	for i, d := range req.Descriptors {
 		switch {
 		case len(d.Entries) == 0:
@@ -164,6 +200,15 @@ func validate(req Request) error {
 			return badRequest("descriptor %d: hits %d outside [0, %d]", i, d.Hits, int64(MaxHits))
 		case d.Refund && d.Charge:
 			return badRequest("descriptor %d both refunds and charges its hits", i)
+		case d.Requests < 0 || d.Requests > MaxHits:
+			return badRequest("descriptor %d: requests %d outside [0, %d]", i, d.Requests, int64(MaxHits))
+		case d.Requests != 0 && !d.Refund && !d.Charge:
+			return badRequest("descriptor %d: requests %d: only a refund or a charge moves requests limits by a number; a decision counts 1 per request", i, d.Requests)
+		}
+		if len(d.Costs) > 0 {
+			if err := validateCosts(fmt.Sprintf("descriptor %d: costs", i), d.Costs); err != nil {
+				return err
+			}
 		}
 		for j, e := range d.Entries {
 			if e.Key == "" {
@@ -179,6 +224,55 @@ func validate(req Request) error {
 	return nil
 }
 
+// validateCosts checks costs by name, in name order so that the error is
+// always the same one.
+func validateCosts(where string, costs map[string]int64) error {
+	for _, name := range slices.Sorted(maps.Keys(costs)) {
+		switch c := costs[name]; {
+		case name == "":
+			return badRequest("%s: a limit name is empty", where)
+		case c < 0 || c > MaxHits:
+			return badRequest("%s: %q: cost %d outside [0, %d]", where, name, c, int64(MaxHits))
+		}
+	}
+	return nil
+}
+
+// checkCostNames refuses a descriptor's costs for limits it does not have.
+func checkCostNames(set *config.Set, req Request, descs []config.Descriptor) error {
+	for i, d := range req.Descriptors {
+		if len(d.Costs) == 0 {
+			continue
+		}
+		var rules []config.Rule
+		if d.Override == nil { // an override is the descriptor's one limit, without a name
+			rules, _ = set.Match(req.Domain, descs[i])
+		}
+		var unknown []string
+		for name := range d.Costs {
+			if !slices.ContainsFunc(rules, func(r config.Rule) bool { return r.Name == name }) {
+				unknown = append(unknown, strconv.Quote(name))
+			}
+		}
+		if len(unknown) == 0 {
+			continue
+		}
+		slices.Sort(unknown)
+		var names []string
+		for _, r := range rules {
+			if r.Name != "" {
+				names = append(names, r.Name)
+			}
+		}
+		has := "it has no named limit"
+		if len(names) > 0 {
+			has = "its limits: " + strings.Join(names, ", ")
+		}
+		return badRequest("descriptor %d: costs: no limit named %s applies to it (%s)", i, strings.Join(unknown, ", "), has)
+	}
+	return nil
+}
+
 // Decide answers one request.
 func (e *Engine) Decide(ctx context.Context, req Request) (Response, error) {
 	if err := validate(req); err != nil {
@@ -189,6 +283,9 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Response, error) {
 		descs[i] = config.Descriptor{Entries: d.Entries}
 	}
 	set := e.policies.Load()
+	if err := checkCostNames(set, req, descs); err != nil {
+		return Response{}, err
+	}
 	p := newPlan(req, descs, set, set.MatchAll(req.Domain, descs))
 	if err := p.run(ctx, e.stores); err != nil {
 		return Response{}, err

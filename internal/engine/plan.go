@@ -29,7 +29,8 @@ type plan struct {
 func newPlan(req Request, descs []config.Descriptor, set *config.Set, rules [][]config.Rule) *plan {
 	p := &plan{req: req}
 	_, known := set.Policy(req.Domain)
-	for i, d := range req.Descriptors {
+	for i := range req.Descriptors {
+		d := &req.Descriptors[i]
 		cost := req.Hits
 		if cost == 0 {
 			cost = 1
@@ -37,27 +38,59 @@ func newPlan(req Request, descs []config.Descriptor, set *config.Set, rules [][]
 		if d.Hits > 0 || d.HitsSet {
 			cost = d.Hits
 		}
+		dir := adjustOf(d)
 		if d.Override != nil && known { // Envoy applies an override whatever the tree says
 			rule := config.Rule{Domain: req.Domain, Limit: *d.Override, Count: 1}
 			key := req.Domain + "/!override/" + escapeDescriptor(descs[i]) + "/" + d.Override.String()
-			p.items = append(p.items, item{desc: i, status: LimitStatus{Rule: rule, Limit: *d.Override, Key: key}, cost: cost, adjust: adjustOf(d)})
+			p.items = append(p.items, item{desc: i, status: LimitStatus{Rule: rule, Limit: *d.Override, Key: key, Cost: signed(dir, cost)}, cost: cost, adjust: dir})
 			continue
 		}
 		for _, r := range rules[i] {
 			if r.Unlimited {
 				continue
 			}
+			c := costOf(&req, d, &r, cost)
 			p.items = append(p.items, item{
 				desc:   i,
-				status: LimitStatus{Rule: r, Limit: r.Limit, Key: r.StateKey(descs[i])},
-				cost:   cost,
+				status: LimitStatus{Rule: r, Limit: r.Limit, Key: r.StateKey(descs[i]), Cost: signed(dir, c)},
+				cost:   c,
 				shadow: r.ShadowMode || r.QuotaMode,
-				denies: r.DeniesAll() && adjustOf(d) == 0,
-				adjust: adjustOf(d),
+				denies: r.DeniesAll() && dir == 0,
+				adjust: dir,
 			})
 		}
 	}
 	return p
+}
+
+// costOf is what limit r takes of descriptor d, whose cost is cost: the
+// cost the request gives r by name, else the cost when r counts units,
+// else 1 (0 for a read) when it counts requests, which a Refund or Charge
+// moves by d.Requests.
+func costOf(req *Request, d *Descriptor, r *config.Rule, cost int64) int64 {
+	if r.Name != "" {
+		if c, ok := d.Costs[r.Name]; ok {
+			return c
+		}
+		if c, ok := req.Costs[r.Name]; ok {
+			return c
+		}
+	}
+	switch {
+	case r.Counts != config.CountsRequests:
+		return cost
+	case d.Refund || d.Charge:
+		return d.Requests
+	}
+	return min(cost, 1)
+}
+
+// signed is a cost as LimitStatus.Cost reports it: negative for a refund.
+func signed(dir, cost int64) int64 {
+	if dir < 0 {
+		return -cost
+	}
+	return cost
 }
 
 // escapeDescriptor renders entries so that different descriptors never
@@ -128,7 +161,7 @@ func (p *plan) run(ctx context.Context, stores Stores) error {
 
 // adjustOf is how a descriptor moves its limits' counts: −1 refunds, +1
 // charges, 0 decides.
-func adjustOf(d Descriptor) int64 {
+func adjustOf(d *Descriptor) int64 {
 	switch {
 	case d.Refund:
 		return -1
@@ -139,13 +172,18 @@ func adjustOf(d Descriptor) int64 {
 }
 
 // adjust gives an item's cost back or charges it, and reads what remains.
+// An item with nothing to move (a requests limit under a correction of
+// units) is only read.
 func adjust(ctx context.Context, stores Stores, it *item) error {
 	store := stores.For(it.status.Rule)
-	adjuster, ok := store.(floodgate.Adjuster)
-	if !ok {
-		return fmt.Errorf("%w: adjusting %s: the store (%T) cannot give hits back or charge them", ErrUnsupported, it.status.Key, store)
+	var err error
+	if it.cost != 0 {
+		adjuster, ok := store.(floodgate.Adjuster)
+		if !ok {
+			return fmt.Errorf("%w: adjusting %s: the store (%T) cannot give hits back or charge them", ErrUnsupported, it.status.Key, store)
+		}
+		err = adjuster.Adjust(ctx, it.status.Key, it.status.Limit, it.adjust*it.cost)
 	}
-	err := adjuster.Adjust(ctx, it.status.Key, it.status.Limit, it.adjust*it.cost)
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
 		return fmt.Errorf("%w: adjusting %s: %w", ErrUnsupported, it.status.Key, err)
