@@ -70,6 +70,7 @@ type ruleJSON struct {
 	Path           string     `json:"path"`
 	Limit          *limitJSON `json:"limit,omitempty"`
 	Unlimited      bool       `json:"unlimited,omitempty"`
+	Counts         string     `json:"counts,omitempty"`
 	ShadowMode     bool       `json:"shadow_mode,omitempty"`
 	QuotaMode      bool       `json:"quota_mode,omitempty"`
 	DetailedMetric bool       `json:"detailed_metric,omitempty"`
@@ -88,7 +89,7 @@ func (s *Server) handlePolicies(w http.ResponseWriter, _ *http.Request) {
 		d := domainJSON{Domain: name, File: p.File, Rules: []ruleJSON{}}
 		for _, r := range p.Rules() {
 			rj := ruleJSON{
-				Name: r.Name, Path: r.Path, Unlimited: r.Unlimited, ShadowMode: r.ShadowMode, QuotaMode: r.QuotaMode,
+				Name: r.Name, Path: r.Path, Unlimited: r.Unlimited, Counts: string(r.Counts), ShadowMode: r.ShadowMode, QuotaMode: r.QuotaMode,
 				DetailedMetric: r.DetailedMetric, FailureMode: string(r.FailureMode), Strategy: string(r.Strategy),
 				Replaces: r.Replaces, File: r.File, Line: r.Line,
 			}

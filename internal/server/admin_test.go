@@ -61,8 +61,9 @@ func TestAdminPolicies(t *testing.T) {
 	body := string(r.body)
 	for _, want := range []string{
 		`"domain":"api","file":"policy.yaml"`,
-		`{"path":"api.user","limit":{"algorithm":"fixed_window","rate":3,"period":"1m0s"},"file":"policy.yaml","line":5}`,
-		`{"name":"burst","path":"api.tenant","limit":{"algorithm":"token_bucket","rate":2,"period":"1s","burst":4},"file":"policy.yaml","line":8}`,
+		`{"path":"api.user","limit":{"algorithm":"fixed_window","rate":3,"period":"1m0s"},"counts":"units","file":"policy.yaml","line":5}`,
+		`{"name":"burst","path":"api.tenant","limit":{"algorithm":"token_bucket","rate":2,"period":"1s","burst":4},"counts":"units","file":"policy.yaml","line":8}`,
+		`{"name":"rpm","path":"api.api_key","limit":{"algorithm":"fixed_window","rate":3,"period":"1m0s"},"counts":"requests",`,
 		`{"path":"api.path_/health","unlimited":true,"file":"policy.yaml","line":12}`,
 		`"shadow_mode":true`,
 	} {

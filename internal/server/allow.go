@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,7 +18,10 @@ import (
 const MaxKeyBytes = 4096
 
 // allowBody is the body of POST /v1/allow: an explicit limit (key, limit)
-// or a policy lookup (domain, descriptors), and a cost.
+// or a policy lookup (domain, descriptors), and a cost: what the explicit
+// limit, or the lookup's limits that count units, take (1 when left out;
+// 0 reads). A lookup's descriptors may give named limits costs of their
+// own.
 type allowBody struct {
 	Key         *string          `json:"key"`
 	Limit       *limitJSON       `json:"limit"`
@@ -35,6 +39,9 @@ type limitJSON struct {
 
 type descriptorJSON struct {
 	Entries []entryJSON `json:"entries"`
+	// Costs gives the descriptor's limits costs of their own, by name,
+	// whatever they count.
+	Costs map[string]int64 `json:"costs"`
 }
 
 type entryJSON struct {
@@ -89,9 +96,6 @@ func decodeAllow(body []byte) (allowRequest, error) {
 		}
 		return allowRequest{explicit: true, key: *b.Key, limit: limit, cost: cost}, nil
 	}
-	if cost == 0 {
-		return allowRequest{}, badRequest("cost 0 (a read that consumes nothing) needs an explicit limit; a policy lookup costs at least 1")
-	}
 	domain := ""
 	if b.Domain != nil {
 		domain = *b.Domain
@@ -99,6 +103,16 @@ func decodeAllow(body []byte) (allowRequest, error) {
 	descs, err := toDescriptors(domain, b.Descriptors)
 	if err != nil {
 		return allowRequest{}, err
+	}
+	for i := range descs {
+		for _, name := range slices.Sorted(maps.Keys(descs[i].Costs)) {
+			if c := descs[i].Costs[name]; c < 0 {
+				return allowRequest{}, badRequest("descriptors[%d].costs: %q: cost %d is negative (POST /v1/adjust gives units back)", i, name, c)
+			}
+		}
+		if cost == 0 { // the engine reads a request's Hits of 0 as 1
+			descs[i].HitsSet = true
+		}
 	}
 	return allowRequest{engine: engine.Request{Domain: domain, Descriptors: descs, Hits: cost, Atomic: true}, cost: cost}, nil
 }
@@ -128,6 +142,15 @@ func toDescriptors(domain string, in []descriptorJSON) ([]engine.Descriptor, err
 			}
 			out[i].Entries[j] = config.Entry{Key: e.Key, Value: e.Value}
 		}
+		for _, name := range slices.Sorted(maps.Keys(d.Costs)) {
+			switch c := d.Costs[name]; {
+			case name == "":
+				return nil, badRequest("descriptors[%d].costs: a limit name is empty", i)
+			case c < -engine.MaxHits || c > engine.MaxHits:
+				return nil, badRequest("descriptors[%d].costs: %q: cost %d outside [-%d, %d]", i, name, c, int64(engine.MaxHits), int64(engine.MaxHits))
+			}
+		}
+		out[i].Costs = d.Costs
 	}
 	return out, nil
 }
@@ -182,12 +205,15 @@ type descriptorStatus struct {
 }
 
 type limitStatus struct {
-	Name         string `json:"name"`
-	Limit        int64  `json:"limit"`
-	Remaining    int64  `json:"remaining"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
-	ResetAfterMS int64  `json:"reset_after_ms"`
-	Shadow       bool   `json:"shadow,omitempty"`
+	Name string `json:"name"`
+	// Cost is what the request asked of the limit (/v1/allow), or what it
+	// was moved by (/v1/adjust, negative for a refund).
+	Cost         int64 `json:"cost"`
+	Limit        int64 `json:"limit"`
+	Remaining    int64 `json:"remaining"`
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	ResetAfterMS int64 `json:"reset_after_ms"`
+	Shadow       bool  `json:"shadow,omitempty"`
 }
 
 // readAllow reads and decodes a /v1/allow body, answering the error itself
@@ -218,23 +244,16 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := allowResponse{Allowed: resp.Code == engine.OK, Descriptors: make([]descriptorStatus, len(resp.Descriptors))}
+	out := allowResponse{Allowed: resp.Code == engine.OK, Descriptors: statusesOf(resp)}
 	var enforced []floodgate.Decision
 	var quotas []headers.Quota
-	for i, ds := range resp.Descriptors {
-		st := descriptorStatus{Code: ds.Code.String(), Limits: make([]limitStatus, len(ds.Limits)), ShadowDenied: ds.ShadowDenied}
-		for j, ls := range ds.Limits {
-			d := ls.Decision
-			st.Limits[j] = limitStatus{
-				Name: limitName(ls.Rule), Limit: d.Limit, Remaining: d.Remaining,
-				RetryAfterMS: retryMS(d), ResetAfterMS: ceilMS(d.ResetAfter), Shadow: isShadow(ls.Rule),
-			}
+	for _, ds := range resp.Descriptors {
+		for _, ls := range ds.Limits {
 			if !isShadow(ls.Rule) {
-				enforced = append(enforced, d)
+				enforced = append(enforced, ls.Decision)
 				quotas = append(quotas, quotaOf(ls))
 			}
 		}
-		out.Descriptors[i] = st
 	}
 	if len(enforced) > 0 {
 		c := floodgate.Combine(enforced)
@@ -249,6 +268,23 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 	}
 	headers.Set(w.Header(), quotas)
 	writeJSON(w, statusOf(out.Allowed), out)
+}
+
+// statusesOf renders the engine's answer limit by limit.
+func statusesOf(resp engine.Response) []descriptorStatus {
+	out := make([]descriptorStatus, len(resp.Descriptors))
+	for i, ds := range resp.Descriptors {
+		st := descriptorStatus{Code: ds.Code.String(), Limits: make([]limitStatus, len(ds.Limits)), ShadowDenied: ds.ShadowDenied}
+		for j, ls := range ds.Limits {
+			d := ls.Decision
+			st.Limits[j] = limitStatus{
+				Name: limitName(ls.Rule), Cost: ls.Cost, Limit: d.Limit, Remaining: d.Remaining,
+				RetryAfterMS: retryMS(d), ResetAfterMS: ceilMS(d.ResetAfter), Shadow: isShadow(ls.Rule),
+			}
+		}
+		out[i] = st
+	}
+	return out
 }
 
 func (s *Server) allowExplicitHTTP(w http.ResponseWriter, r *http.Request, req allowRequest) {

@@ -51,6 +51,8 @@ func FuzzAllowRequest(f *testing.F) {
 		`{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"42"}]}],"cost":1}`,
 		`{"domain":"api","descriptors":[{"entries":[{"key":"tenant","value":"a"}]},{"entries":[{"key":"path","value":"/blocked"}]}]}`,
 		`{"domain":"api","descriptors":[{"entries":[{"key":"report","value":"\u0000\"%"}]}]}`,
+		`{"domain":"api","descriptors":[{"entries":[{"key":"api_key","value":"k"}],"costs":{"tpm":500,"rpm":0}}],"cost":0}`,
+		`{"domain":"api","descriptors":[{"entries":[{"key":"api_key","value":"k"}],"costs":{"":-1,"nope":4294967297}}]}`,
 		`{"key":null,"domain":null}`,
 		`{"cost":-9223372036854775808}`,
 		`[]`, `null`, `""`, `{`, `{}{}`, "",
@@ -77,6 +79,24 @@ func FuzzRLSJSON(f *testing.F) {
 	h := fuzzServer(f).Handler()
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := serveRecorder(h, "POST", "/json", body)
+		checkAnswer(t, body, rec.Code, rec.Body.Bytes())
+	})
+}
+
+// FuzzAdjustRequest does the same for POST /v1/adjust.
+func FuzzAdjustRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"domain":"api","descriptors":[{"entries":[{"key":"api_key","value":"k"}]}],"cost":-300}`,
+		`{"domain":"api","descriptors":[{"entries":[{"key":"api_key","value":"k"}],"costs":{"tpm":-9223372036854775808}}]}`,
+		`{"domain":"api","descriptors":[{"entries":[{"key":"api_key","value":"k"}],"costs":{"rpm":1,"tpm":-1}}],"cost":0}`,
+		`{"domain":"api","descriptors":[{"entries":[{"key":"path","value":"/blocked"}]}],"cost":4294967296}`,
+		`{"key":"k","cost":1}`, `{}`, `[]`, "",
+	} {
+		f.Add(seed)
+	}
+	h := fuzzServer(f).Handler()
+	f.Fuzz(func(t *testing.T, body string) {
+		rec := serveRecorder(h, "POST", "/v1/adjust", body)
 		checkAnswer(t, body, rec.Code, rec.Body.Bytes())
 	})
 }

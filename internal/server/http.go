@@ -18,6 +18,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(path, onlyMethod(method, h))
 	}
 	route("/v1/allow", http.MethodPost, s.handleAllow)
+	route("/v1/adjust", http.MethodPost, s.handleAdjust)
 	route("/json", http.MethodPost, s.handleJSON)
 	route("/healthz", http.MethodGet, s.handleHealthz)
 	route("/readyz", http.MethodGet, s.handleReadyz)

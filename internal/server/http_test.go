@@ -151,9 +151,9 @@ func TestAllowDescriptorsInTheAnswer(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	want := `{"allowed":true,"limit":4,"remaining":2,"retry_after_ms":0,"reset_after_ms":60000,"delay_ms":0,"descriptors":[` +
-		`{"code":"OK","limits":[{"name":"burst","limit":4,"remaining":2,"retry_after_ms":0,"reset_after_ms":1000},` +
-		`{"name":"sustained","limit":5,"remaining":3,"retry_after_ms":0,"reset_after_ms":60000}]},` +
-		`{"code":"OK","limits":[{"name":"api.beta","limit":1,"remaining":0,"retry_after_ms":60000,"reset_after_ms":60000,"shadow":true}],"shadow_denied":true},` +
+		`{"code":"OK","limits":[{"name":"burst","cost":1,"limit":4,"remaining":2,"retry_after_ms":0,"reset_after_ms":1000},` +
+		`{"name":"sustained","cost":1,"limit":5,"remaining":3,"retry_after_ms":0,"reset_after_ms":60000}]},` +
+		`{"code":"OK","limits":[{"name":"api.beta","cost":1,"limit":1,"remaining":0,"retry_after_ms":60000,"reset_after_ms":60000,"shadow":true}],"shadow_denied":true},` +
 		`{"code":"OK","limits":[]}]}` + "\n"
 	if string(r.body) != want {
 		t.Fatalf("got  %s\nwant %s", r.body, want)
@@ -266,7 +266,6 @@ func TestBadInput(t *testing.T) {
 		{"empty entry key", `{"domain":"api","descriptors":[{"entries":[{"key":"","value":"x"}]}]}`, "descriptors[0].entries[0]: key is empty"},
 		{"negative cost", `{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"x"}]}],"cost":-1}`, "cost -1 outside"},
 		{"cost too large", `{"key":"k","limit":{"algorithm":"token_bucket","rate":1,"period":"1s"},"cost":5000000000}`, "cost 5000000000 outside"},
-		{"cost 0 on a lookup", `{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"x"}]}],"cost":0}`, "needs an explicit limit"},
 		{"empty key", limit(`{"algorithm":"token_bucket","rate":1,"period":"1s"}`)[:0] + `{"key":"","limit":{"algorithm":"token_bucket","rate":1,"period":"1s"}}`, "key is empty"},
 		{"key too long", `{"key":"` + strings.Repeat("k", 4097) + `","limit":{"algorithm":"token_bucket","rate":1,"period":"1s"}}`, "key is 4097 bytes"},
 		{"no limit", `{"key":"k"}`, "limit is required"},

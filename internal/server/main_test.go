@@ -37,6 +37,10 @@ const policy = testkit.APIPolicy + `  - key: report
     rate_limit: {unit: minute, requests_per_unit: 7}
   - key: hourly
     rate_limit: {name: hourly, period: 2h, requests_per_unit: 10}
+  - key: api_key
+    rate_limits:
+      - {name: rpm, counts: requests, unit: minute, requests_per_unit: 3}
+      - {name: tpm, unit: minute, requests_per_unit: 1000}
 `
 
 var start = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)

@@ -71,7 +71,10 @@ var responseUnits = map[time.Duration]rlsv3.RateLimitResponse_RateLimit_Unit{
 }
 
 // fromRLS validates an Envoy request and turns it into an engine request.
-// Its errors name the problem.
+// Its errors name the problem. hits_addend is the cost the limits that
+// count units take; those that count requests take 1 per descriptor (0
+// for a hits_addend of 0, a read), and is_negative_hits gives back units
+// only: the request happened.
 func fromRLS(req *rlsv3.RateLimitRequest, atomic bool) (engine.Request, error) {
 	switch {
 	case req.GetDomain() == "":

@@ -1,5 +1,6 @@
 // Package server is Floodgate's service: the HTTP API (POST /v1/allow,
-// Envoy's POST /json, /healthz, /readyz, /metrics, /admin) and the gRPC
+// POST /v1/adjust, Envoy's POST /json, /healthz, /readyz, /metrics,
+// /admin) and the gRPC
 // services (envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1,
 // reflection), all over one decision engine.
 //
