@@ -91,7 +91,10 @@
 // sends the token count as the cost: above, a request of 500 tokens takes 1
 // from rpm and 500 from tpm. A cost of 0 reads both kinds without counting.
 // Units is the default because Envoy's service charges hits_addend to its
-// one limit: its configurations count unchanged.
+// one limit: its configurations count unchanged. A request may also give
+// named limits costs of their own (a route's costs, below; a descriptor's
+// costs in the service's /v1/allow): a cost given by name wins over what
+// the limit counts.
 //
 // # Matching
 //
@@ -165,12 +168,40 @@
 // if_missing: skip. A cost from a header must be a whole number of at
 // least 1; anything else is refused with 400.
 //
+// A route's cost goes to the limits that count units; those that count
+// requests take 1 (see Requests and units). costs gives the limits it
+// names costs of their own, whatever they count: a whole number of at
+// least 0 (0 reads the limit without counting) or a request header's:
+//
+//	domain: llm
+//	descriptors:
+//	  - key: api_key
+//	    rate_limits:
+//	      - {name: rpm, counts: requests, unit: minute, requests_per_unit: 60}
+//	      - {name: tpm, unit: minute, requests_per_unit: 10000}
+//	      - {name: images, unit: day, requests_per_unit: 50}
+//	routes:
+//	  - name: images
+//	    path_prefix: /v1/images
+//	    cost: {header: X-Tokens}           # tpm: the units limits the route does not name
+//	    costs:
+//	      images: {header: X-Images}       # the header's number
+//	      rpm: 2                           # counts requests, but this route counts 2
+//	    descriptors:
+//	      - entries: [{key: api_key, from: "header:X-API-Key"}]
+//
+// Each name must be the name of a limit of the file's domain (loading
+// says which names there are); a request takes it wherever one of its
+// descriptors reaches a limit of that name.
+//
 // A cost can also be reconciled after the response, as LLM APIs need for
 // tokens: `cost: {estimate: 1000, actual_trailer: X-Tokens-Used}` (or
 // actual_header, and header instead of estimate) reserves the estimate when
 // the request is decided, then charges or gives back the difference the
-// upstream reports, past the limit if need be, never below empty. A
-// response without a usable amount keeps the estimate (and is logged).
+// upstream reports, past the limit if need be, never below empty. The
+// difference goes to the limits that count units and that costs does not
+// name: a request is still one request, and a named cost is no estimate.
+// A response without a usable amount keeps the estimate (and is logged).
 //
 // Loading checks each route descriptor against the domain's tree: keys
 // that can reach no descriptor with a limit (a misspelt key, entries in the

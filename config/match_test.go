@@ -298,7 +298,7 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 
 func TestDomains(t *testing.T) {
 	set := loadValid(t)
-	want := "anchored,cache_ops,ext,flat,fleet,gateway,llm,shop,soft,wild"
+	want := "anchored,cache_ops,ext,flat,fleet,gateway,llm,shop,soft,tokens,wild"
 	if got := strings.Join(set.Domains(), ","); got != want {
 		t.Errorf("Domains() = %s, want %s", got, want)
 	}

@@ -89,6 +89,7 @@ func TestInvalidFiles(t *testing.T) {
 		{"empty_replaces_name.yaml", 6, "replaces[0]: name is required"},
 		{"unknown_top_level_field.yaml", 2, `unknown field "descriptor" (did you mean "descriptors"?)`},
 		{"bad_counts.yaml", 9, `descriptor "api_key": rate_limits[1]: counts: "tokens" is not a kind of count: want requests (1 per request) or units (the request's cost)`},
+		{"route_cost_unknown_limit.yaml", 12, `route "completions": costs: no limit of domain "tokens" is named "tpn" (its named limits: rpm, tpm)`},
 		{"counts_on_unlimited.yaml", 7, `descriptor "api_key_internal": rate_limit: counts must not be set on an unlimited limit`},
 	}
 	files, _ := filepath.Glob("testdata/invalid/*.yaml")

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -43,10 +44,16 @@ type Route struct {
 	// Descriptors are what a matched request is limited by; none means the
 	// route forwards its requests unlimited.
 	Descriptors []RouteDescriptor
-	// Cost is what a request takes when CostHeader is "" (at least 1).
+	// Cost is what a request takes when CostHeader is "" (at least 1): the
+	// cost of the limits that count units (config.Counts), which are those
+	// a reconciling route corrects. The limits that count requests take 1.
 	Cost int64
 	// CostHeader, when set, names the request header that holds the cost.
 	CostHeader string
+	// Costs gives the limits it names costs of their own, whatever they
+	// count, in place of the above; nil when the route names none. Named
+	// limits are never reconciled.
+	Costs map[string]LimitCost
 	// ActualHeader or ActualTrailer, when set, name the response header or
 	// trailer that says what the request really cost: the cost above is
 	// then an estimate, reserved when the request is decided, and the
@@ -61,6 +68,26 @@ type Route struct {
 	hostMatch httplimit.KeyFunc // normalises r.Host
 	cost      httplimit.CostFunc
 	actual    httplimit.ActualFunc // nil unless the cost is reconciled
+	fixed     map[string]int64     // Costs, when none comes from a header
+}
+
+// LimitCost is the cost a route gives one limit by name: Cost, or the
+// whole number (0 or more) in the request header Header when it is set.
+type LimitCost struct {
+	Cost   int64
+	Header string
+
+	read httplimit.CostFunc // of Header; nil in a LimitCost built by hand
+}
+
+// RequestCost is what one request of a route costs.
+type RequestCost struct {
+	// Units is what the limits that count units take: the route's cost.
+	Units int64
+	// Named are the costs of the limits the route names, whatever they
+	// count; nil when it names none. The map may be shared between
+	// requests: read it only.
+	Named map[string]int64
 }
 
 // Reconciles reports whether the route's cost is an estimate to correct
@@ -141,7 +168,7 @@ func (rt *Route) Matches(r *http.Request) bool {
 
 // Request turns r into the route's descriptors and cost. An error wraps
 // ErrMissingValue or ErrBadCost and names the entry or header at fault.
-func (rt *Route) Request(r *http.Request) ([]Descriptor, int64, error) {
+func (rt *Route) Request(r *http.Request) ([]Descriptor, RequestCost, error) {
 	descs := make([]Descriptor, 0, len(rt.Descriptors))
 	for i := range rt.Descriptors {
 		rd := &rt.Descriptors[i]
@@ -150,21 +177,52 @@ func (rt *Route) Request(r *http.Request) ([]Descriptor, int64, error) {
 			if rd.SkipIfMissing {
 				continue
 			}
-			return nil, 0, fmt.Errorf("route %q: %w", rt.Name, err)
+			return nil, RequestCost{}, fmt.Errorf("route %q: %w", rt.Name, err)
 		}
 		descs = append(descs, d)
 	}
-	if rt.cost == nil {
-		return descs, rt.Cost, nil
+	cost := RequestCost{Units: rt.Cost, Named: rt.fixed}
+	if rt.cost != nil {
+		n, err := rt.cost(r)
+		if err == nil && n < 1 {
+			err = fmt.Errorf("header %s must be at least 1, got %d", rt.CostHeader, n)
+		}
+		if err != nil {
+			return nil, RequestCost{}, fmt.Errorf("route %q: %w: %w", rt.Name, ErrBadCost, err)
+		}
+		cost.Units = n
 	}
-	n, err := rt.cost(r)
-	if err == nil && n < 1 {
-		err = fmt.Errorf("header %s must be at least 1, got %d", rt.CostHeader, n)
+	if rt.Costs != nil && rt.fixed == nil {
+		named, err := rt.namedCosts(r)
+		if err != nil {
+			return nil, RequestCost{}, fmt.Errorf("route %q: %w: %w", rt.Name, ErrBadCost, err)
+		}
+		cost.Named = named
 	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("route %q: %w: %w", rt.Name, ErrBadCost, err)
+	return descs, cost, nil
+}
+
+// namedCosts reads the costs the route gives limits by name, some from
+// the request's headers.
+func (rt *Route) namedCosts(r *http.Request) (map[string]int64, error) {
+	out := make(map[string]int64, len(rt.Costs))
+	for _, name := range slices.Sorted(maps.Keys(rt.Costs)) { // the same error first every time
+		c := rt.Costs[name]
+		if c.Header == "" {
+			out[name] = c.Cost
+			continue
+		}
+		read := c.read
+		if read == nil {
+			read = httplimit.CostFromHeader(c.Header)
+		}
+		n, err := read(r)
+		if err != nil {
+			return nil, fmt.Errorf("the cost of limit %q: %w", name, err)
+		}
+		out[name] = n
 	}
-	return descs, n, nil
+	return out, nil
 }
 
 func (rd *RouteDescriptor) build(r *http.Request) (Descriptor, error) {
@@ -183,7 +241,7 @@ func (rd *RouteDescriptor) build(r *http.Request) (Descriptor, error) {
 }
 
 var (
-	routeFields      = []string{"name", "host", "path_prefix", "methods", "descriptors", "cost"}
+	routeFields      = []string{"name", "host", "path_prefix", "methods", "descriptors", "cost", "costs"}
 	routeDescFields  = []string{"entries", "if_missing"}
 	routeEntryFields = []string{"key", "from", "value"}
 )
@@ -255,6 +313,8 @@ func (d *decoder) route(n *yaml.Node, where string, trusted []netip.Prefix, p *P
 	for _, f := range fs {
 		switch f.name {
 		case "name":
+		case "costs":
+			err = d.routeCosts(f.value, where, rt, p)
 		case "host":
 			err = d.routeHost(f.value, where, rt)
 		case "path_prefix":
@@ -403,6 +463,76 @@ func (d *decoder) routeCost(n *yaml.Node, where string, rt *Route) error {
 		rt.actual = httplimit.ActualFromTrailer(rt.ActualTrailer)
 	}
 	return nil
+}
+
+// routeCosts reads `costs: {NAME: 3, OTHER: {header: X-Cost}}`: costs
+// of limits of the file's domain, by name.
+func (d *decoder) routeCosts(n *yaml.Node, where string, rt *Route, p *Policy) error {
+	fs, err := d.fields(n, where+": costs")
+	if err != nil || len(fs) == 0 {
+		return err
+	}
+	var known []string
+	for _, r := range p.Rules() {
+		if r.Name != "" && !slices.Contains(known, r.Name) {
+			known = append(known, r.Name)
+		}
+	}
+	rt.Costs = make(map[string]LimitCost, len(fs))
+	fixed := true
+	for _, f := range fs {
+		what := fmt.Sprintf("%s: costs: %s", where, f.name)
+		if !slices.Contains(known, f.name) {
+			have := "it has no named limit"
+			if len(known) > 0 {
+				have = "its named limits: " + strings.Join(known, ", ")
+			}
+			return d.errorf(f.key, "%s: no limit of domain %q is named %q (%s)", where+": costs", p.Domain, f.name, have)
+		}
+		c, err := d.limitCost(f.value, what)
+		if err != nil {
+			return err
+		}
+		rt.Costs[f.name] = c
+		fixed = fixed && c.Header == ""
+	}
+	if fixed {
+		rt.fixed = make(map[string]int64, len(rt.Costs))
+		for name, c := range rt.Costs {
+			rt.fixed[name] = c.Cost
+		}
+	}
+	return nil
+}
+
+// limitCost reads one limit's cost: a whole number, 0 or more, or
+// {header: NAME}.
+func (d *decoder) limitCost(n *yaml.Node, what string) (LimitCost, error) {
+	if n.Kind == yaml.ScalarNode {
+		c, err := d.integer(n, what)
+		return LimitCost{Cost: c}, err
+	}
+	fs, err := d.fields(n, what)
+	if err != nil {
+		return LimitCost{}, d.errorf(n, "%s: want a whole number or {header: NAME}, not %s", what, kindName(n))
+	}
+	var c LimitCost
+	for _, f := range fs {
+		if f.name != "header" {
+			return c, d.unknown(f, what, []string{"header"})
+		}
+		if c.Header, err = d.str(f.value, what+": header"); err != nil {
+			return c, err
+		}
+		if !isToken(c.Header) {
+			return c, d.errorf(f.value, "%s: header: %q is not a header name", what, c.Header)
+		}
+		c.read = httplimit.CostFromHeader(c.Header)
+	}
+	if c.Header == "" {
+		return c, d.errorf(n, "%s: want a whole number or {header: NAME}", what)
+	}
+	return c, nil
 }
 
 // costFields are the keys of a route's cost given as a mapping.

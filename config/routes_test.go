@@ -141,8 +141,8 @@ func TestRouteRequest(t *testing.T) {
 			for i, d := range descs {
 				got[i] = d.String()
 			}
-			if strings.Join(got, " ") != tc.descs || cost != tc.cost {
-				t.Errorf("%q cost %d, want %q cost %d", strings.Join(got, " "), cost, tc.descs, tc.cost)
+			if strings.Join(got, " ") != tc.descs || cost.Units != tc.cost || cost.Named != nil {
+				t.Errorf("%q cost %+v, want %q cost %d", strings.Join(got, " "), cost, tc.descs, tc.cost)
 			}
 		})
 	}
@@ -167,9 +167,50 @@ routes:
 	}
 }
 
+// A route's costs give named limits costs of their own, fixed or from a
+// header; its cost is for the limits that count units.
+func TestRouteNamedCosts(t *testing.T) {
+	set, err := config.LoadFiles("testdata/valid/costs.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []string{"X-Plan", "free", "X-API-Key", "k1"}
+	for _, tc := range []struct {
+		name    string
+		request *http.Request
+		units   int64
+		named   map[string]int64
+		err     string
+	}{
+		{"fixed", request("POST h/v1/completions", "127.0.0.1:1", key...), 1000, map[string]int64{"free-images": 0}, ""},
+		{"from a header", request("POST h/v1/images", "127.0.0.1:1", append(key, "X-Tokens", "300", "X-Images", "2")...), 300, map[string]int64{"free-images": 2}, ""},
+		{"0 from a header", request("POST h/v1/images", "127.0.0.1:1", append(key, "X-Tokens", "300", "X-Images", "0")...), 300, map[string]int64{"free-images": 0}, ""},
+		{"header missing", request("POST h/v1/images", "127.0.0.1:1", append(key, "X-Tokens", "300")...), 0, nil, `route "images": config: request has no valid cost: the cost of limit "free-images": missing header X-Images`},
+		{"header negative", request("POST h/v1/images", "127.0.0.1:1", append(key, "X-Tokens", "300", "X-Images", "-2")...), 0, nil, `header X-Images must be a non-negative integer, got "-2"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cost, err := set.RouteFor(tc.request).Request(tc.request)
+			if tc.err != "" {
+				if !errors.Is(err, config.ErrBadCost) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want ErrBadCost naming %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || cost.Units != tc.units || len(cost.Named) != len(tc.named) {
+				t.Fatalf("%+v, %v; want %d units, named %v", cost, err, tc.units, tc.named)
+			}
+			for name, c := range tc.named {
+				if got, ok := cost.Named[name]; !ok || got != c {
+					t.Fatalf("named %v, want %v", cost.Named, tc.named)
+				}
+			}
+		})
+	}
+}
+
 // Bad routes are refused with the file, the line and the problem.
 func TestInvalidRoutes(t *testing.T) {
-	const head = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n" +
+	const head = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, name: per-k}\n" +
 		"  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: second, requests_per_unit: 1}\n"
 	const ok = "    descriptors: [{entries: [{key: k, from: ip}]}]\n"
 	for _, tc := range []struct {
@@ -208,6 +249,13 @@ func TestInvalidRoutes(t *testing.T) {
 		{"bad trusted proxy", "trusted_proxies: [127.0.0.1/33]\nroutes:\n  - descriptors: []\n", 9, `trusted_proxies[0]: "127.0.0.1/33" is not a CIDR`},
 		{"trusted proxies without routes", "trusted_proxies: [127.0.0.1/32]\n", 9, "trusted_proxies applies to routes"},
 		{"empty name", "routes:\n  - name: ''\n" + ok, 10, "name must not be empty"},
+		{"costs of an unknown limit", "routes:\n  - costs: {tpm: 1}\n" + ok, 10, `costs: no limit of domain "d" is named "tpm" (its named limits: per-k)`},
+		{"costs a list", "routes:\n  - costs: [1]\n" + ok, 10, "costs must be a mapping, not a list"},
+		{"negative cost by name", "routes:\n  - costs: {per-k: -1}\n" + ok, 10, "costs: per-k must not be negative, got -1"},
+		{"cost by name a list", "routes:\n  - costs: {per-k: [1]}\n" + ok, 10, "costs: per-k: want a whole number or {header: NAME}, not a list"},
+		{"cost by name, misspelt header", "routes:\n  - costs: {per-k: {headr: X}}\n" + ok, 10, `unknown field "headr" (did you mean "header"?)`},
+		{"cost by name, not a header name", "routes:\n  - costs: {per-k: {header: 'X Y'}}\n" + ok, 10, `costs: per-k: header: "X Y" is not a header name`},
+		{"cost by name, empty", "routes:\n  - costs: {per-k: {}}\n" + ok, 10, "costs: per-k: want a whole number or {header: NAME}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := config.Parse("routes.yaml", []byte(head+tc.yaml))
@@ -254,11 +302,15 @@ func FuzzParseRoutes(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(seed)
+	if costs, err := os.ReadFile("testdata/valid/costs.yaml"); err == nil {
+		f.Add(costs)
+	}
 	f.Add([]byte("domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]\n" +
 		"trusted_proxies: ['::1/128']\nroutes: [{host: '*.a', methods: [GET], cost: {header: X}, descriptors: [{entries: [{key: k, from: ip}]}]}]\n"))
 	reqs := []*http.Request{
 		request("GET api.example.com/v1/x", "127.0.0.1:1", "X-API-Key", "k", "X-Upload-MB", "3"),
 		request("POST a.example.com/upload", "[::1]:1", "X-Forwarded-For", "198.51.100.7"),
+		request("POST h/v1/images", "127.0.0.1:1", "X-Plan", "free", "X-API-Key", "k", "X-Tokens", "9", "X-Images", "x"),
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := config.Parse("fuzz.yaml", data)
@@ -302,8 +354,8 @@ routes:
 	req := httptest.NewRequest("POST", "/v1/completions", nil)
 	req.Header.Set("X-Tenant", "acme")
 	_, cost, err := routes[0].Request(req)
-	if err != nil || cost != 1000 || !routes[0].Reconciles() || routes[1].Reconciles() {
-		t.Fatalf("estimate %d (%v), reconciles %v / %v; want 1000, true / false", cost, err, routes[0].Reconciles(), routes[1].Reconciles())
+	if err != nil || cost.Units != 1000 || !routes[0].Reconciles() || routes[1].Reconciles() {
+		t.Fatalf("estimate %+v (%v), reconciles %v / %v; want 1000, true / false", cost, err, routes[0].Reconciles(), routes[1].Reconciles())
 	}
 	resp := &httplimit.Response{Header: http.Header{}, Trailer: http.Header{"X-Tokens-Used": {"3412"}}}
 	if n, err := routes[0].ActualCost(resp); err != nil || n != 3412 {

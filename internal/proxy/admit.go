@@ -36,7 +36,7 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) (admitted, bool) {
 	if len(descs) == 0 {
 		return admitted{}, true // every descriptor lacked a value and may be skipped
 	}
-	req := engine.Request{Domain: route.Domain, Descriptors: make([]engine.Descriptor, len(descs)), Hits: cost, Atomic: true}
+	req := engine.Request{Domain: route.Domain, Descriptors: make([]engine.Descriptor, len(descs)), Hits: cost.Units, Costs: cost.Named, Atomic: true}
 	for i, d := range descs {
 		req.Descriptors[i] = engine.Descriptor{Entries: d.Entries}
 	}
@@ -121,43 +121,56 @@ func (p *Proxy) hold(w http.ResponseWriter, r *http.Request, v verdict) bool {
 const releaseTimeout = 2 * time.Second
 
 // release gives back what an admitted request that will not go upstream
-// took (its client left while held, or its wait was too long), so that its
-// place in a leaky bucket's queue goes to the requests after it. It runs on
-// a context the client's leaving does not cancel; a store that cannot give
-// units back keeps them.
+// took (its client left while held, or its wait was too long): its units,
+// the costs of the limits its route names, and the request itself, so
+// that its place in a leaky bucket's queue goes to the requests after it.
+// It runs on a context the client's leaving does not cancel; a store that
+// cannot give units back keeps them.
 func (p *Proxy) release(r *http.Request, req engine.Request) {
-	if err := p.adjust(r, req, -req.Hits); err != nil {
+	if err := p.adjust(r, req, -req.Hits, req.Costs, 1); err != nil {
 		p.log.Warn("a request that was not served kept its place", "domain", req.Domain, "error", err)
 	}
 }
 
 // reconcile corrects what an admitted request of a reconciling route was
-// charged by what its response says it cost; a response without a usable
-// amount keeps the estimate, and says so in the log.
+// charged by what its response says it cost: the limits that count units
+// and that the route does not name, for the others' costs were no
+// estimate. A response without a usable amount keeps the estimate, and
+// says so in the log.
 func (p *Proxy) reconcile(r *http.Request, a admitted, resp *httplimit.Response) {
 	actual, err := a.route.ActualCost(resp)
 	if err == nil {
-		err = p.adjust(r, a.req, actual-a.req.Hits)
+		var named map[string]int64
+		if a.req.Costs != nil {
+			named = make(map[string]int64, len(a.req.Costs))
+			for name := range a.req.Costs {
+				named[name] = 0
+			}
+		}
+		err = p.adjust(r, a.req, actual-a.req.Hits, named, 0)
 	}
 	if err != nil {
 		p.log.Warn("cost not reconciled; the estimate stays charged", "route", a.route.Name, "estimate", a.req.Hits, "error", err)
 	}
 }
 
-// adjust charges (delta > 0) or gives back (delta < 0) delta units on every
-// descriptor req was decided with, on a context the client's leaving does
-// not cancel: the work is done, or the place is free, either way.
-func (p *Proxy) adjust(r *http.Request, req engine.Request, delta int64) error {
-	if delta == 0 {
+// adjust charges (units > 0) or gives back (units < 0) |units| on the
+// limits that count units of every descriptor req was decided with, and
+// moves the named limits by costs and those that count requests by
+// requests the same way, on a context the client's leaving does not
+// cancel: the work is done, or the place is free, either way.
+func (p *Proxy) adjust(r *http.Request, req engine.Request, units int64, costs map[string]int64, requests int64) error {
+	if units == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
 	defer cancel()
 	change := req
-	change.Hits = max(delta, -delta)
+	change.Hits = max(units, -units)
+	change.Costs = costs
 	change.Descriptors = make([]engine.Descriptor, len(req.Descriptors))
 	for i, d := range req.Descriptors {
-		d.Refund, d.Charge = delta < 0, delta > 0
+		d.Refund, d.Charge, d.Requests = units < 0, units > 0, requests
 		change.Descriptors[i] = d
 	}
 	_, err := p.engine.Decide(ctx, change)
