@@ -14,6 +14,7 @@ type leaseNode struct {
 	demand    int64
 	liveUntil int64 // µs; a node whose liveUntil has passed no longer shares the budget
 	seq       int64 // the last renewal applied (LeaseRequest.Seq); 0: none ordered
+	wseq      int64 // the renewal that first granted units of window; 0: unknown
 }
 
 // leaseRenewal is the outcome of one renewal: the renewing node's new
@@ -63,12 +64,16 @@ func leaseRenewBook(nodes map[string]leaseNode, req LeaseRequest, now int64) lea
 	var granted, used, floor int64
 	if found && me.window == window {
 		granted, used = me.granted, me.used
-		if req.Window == window {
+		switch {
+		case req.Window == window:
 			// Units already admitted can never be taken back; the pinned ones
 			// may be admitted while this renewal is in flight.
 			used = max(used, min(req.Used, granted))
 			floor = min(req.Used+req.Pinned, granted)
-		} else {
+		case leaseNeverAnswered(me, req):
+			// The grant came from renewals whose answers the node never got
+			// (lost, or retried): it cannot have used any of it.
+		default:
 			// The node holds a grant of this window but does not report on it
 			// (it forgot the key, or restarted): it may have used it all.
 			used = granted
@@ -77,8 +82,12 @@ func leaseRenewBook(nodes map[string]leaseNode, req LeaseRequest, now int64) lea
 	floor = max(floor, used)
 	demand := min(req.Demand, rate)
 
+	wseq := req.Seq
+	if found && me.window == window {
+		wseq = me.wseq
+	}
 	if req.Leaving {
-		out.self = leaseNode{window: window, granted: floor, used: used, liveUntil: now - 1, seq: req.Seq}
+		out.self = leaseNode{window: window, granted: floor, used: used, liveUntil: now - 1, seq: req.Seq, wseq: wseq}
 	} else {
 		free := max(0, rate-usedOthers-used)
 		share := leaseWaterfill(free, append(demands, demand), demand, int64(req.Nodes))
@@ -90,6 +99,7 @@ func leaseRenewBook(nodes map[string]leaseNode, req LeaseRequest, now int64) lea
 			demand:    demand,
 			liveUntil: now + 2*lease,
 			seq:       req.Seq,
+			wseq:      wseq,
 		}
 	}
 	out.grant = LeaseGrant{
@@ -101,6 +111,14 @@ func leaseRenewBook(nodes map[string]leaseNode, req LeaseRequest, now int64) lea
 		Unleased:   max(0, rate-grantedOthers-out.self.granted),
 	}
 	return out
+}
+
+// leaseNeverAnswered reports whether the node's record of the current
+// window was made only by renewals whose answers the node never applied:
+// the node's last answered renewal is older than the first that granted
+// it units of this window. Without both numbers it cannot tell.
+func leaseNeverAnswered(me leaseNode, req LeaseRequest) bool {
+	return req.Answered > 0 && me.wseq > 0 && req.Answered < me.wseq
 }
 
 // leaseStale answers a renewal that arrives after a later one of the same

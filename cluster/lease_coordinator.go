@@ -71,6 +71,14 @@ type LeaseRequest struct {
 	// order it could shrink the later grant under admissions it covers.
 	// 0 asks for no ordering.
 	Seq int64
+	// Answered is the Seq of the node's last renewal of the key whose
+	// answer it applied; 0 when it has none (a new key, a restart). A node
+	// that reports on an older Window than the coordinator's while holding
+	// a grant of the current one is charged that whole grant as used (it
+	// may have forgotten the key after using it), unless Answered shows
+	// that no answer granting it units of the current window ever reached
+	// it (lost answers, retries across a window's end).
+	Answered int64
 }
 
 // LeaseGrant is a node's new lease on a key.
@@ -132,8 +140,9 @@ func leaseCheckRequest(r LeaseRequest) error {
 		return fmt.Errorf("%w: lease must be in 1µs..%s, got %s", ErrInvalidLeaseRequest, leaseMaxSpan, r.Lease)
 	case r.Nodes < 1 || r.Nodes > leaseMaxNodes:
 		return fmt.Errorf("%w: nodes must be in 1..%d, got %d", ErrInvalidLeaseRequest, leaseMaxNodes, r.Nodes)
-	case r.Seq < 0 || r.Seq > leaseMaxSeq:
-		return fmt.Errorf("%w: seq must be in 0..%d, got %d", ErrInvalidLeaseRequest, int64(leaseMaxSeq), r.Seq)
+	case r.Seq < 0 || r.Seq > leaseMaxSeq || r.Answered < 0 || r.Answered > leaseMaxSeq:
+		return fmt.Errorf("%w: seq and answered must be in 0..%d, got %d and %d",
+			ErrInvalidLeaseRequest, int64(leaseMaxSeq), r.Seq, r.Answered)
 	case r.Used < 0 || r.Pinned < 0 || r.Demand < 0:
 		return fmt.Errorf("%w: used, pinned and demand must not be negative, got %d, %d, %d",
 			ErrInvalidLeaseRequest, r.Used, r.Pinned, r.Demand)

@@ -124,7 +124,7 @@ func (c *RedisCoordinator) args(r LeaseRequest) []string {
 	return []string{
 		i(now), c.slackMS, r.Node, i(r.Rate),
 		i(int64(r.Period / time.Microsecond)), i(int64(r.Lease / time.Microsecond)),
-		i(r.Window), i(r.Used), i(r.Pinned), i(r.Demand), leaving, i(int64(r.Nodes)), i(r.Seq),
+		i(r.Window), i(r.Used), i(r.Pinned), i(r.Demand), leaving, i(int64(r.Nodes)), i(r.Seq), i(r.Answered),
 	}
 }
 

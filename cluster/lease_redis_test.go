@@ -40,7 +40,8 @@ func leaseRedisCoordinator(tb testing.TB, client rueidis.Client, prefix string, 
 // the same grant for the same request at the same time, over random
 // sequences of renewals from several nodes, including reports on old
 // windows, over-reports, leaving nodes, nodes going silent, changes of
-// period, and renewals out of order (stale Seq) or unordered (Seq 0).
+// period, renewals out of order (stale Seq) or unordered (Seq 0), and
+// reports from nodes that missed answers (Answered).
 func TestRedisCoordinatorAgreesWithMemory(t *testing.T) {
 	srv := testkit.StartServer(t)
 	client := leaseRedisClient(t, srv.Addr())
@@ -73,7 +74,8 @@ func TestRedisCoordinatorAgreesWithMemory(t *testing.T) {
 				Demand:  rapid.Int64Range(0, 2*rate).Draw(rt, "demand"),
 				Leaving: rapid.IntRange(0, 9).Draw(rt, "leaving") == 0,
 				// Mostly in order; sometimes a step back (stale), or none.
-				Seq: max(0, seqs[node]+rapid.Int64Range(-2, 3).Draw(rt, "seq_step")),
+				Seq:      max(0, seqs[node]+rapid.Int64Range(-2, 3).Draw(rt, "seq_step")),
+				Answered: rapid.Int64Range(0, seqs[node]+1).Draw(rt, "answered"),
 			}
 			seqs[node] = max(seqs[node], req.Seq)
 			if known && rapid.Bool().Draw(rt, "report") {

@@ -32,6 +32,7 @@ type leasedEntry struct {
 	capped bool
 	pinCap int64
 
+	answered    int64     // the Seq of the last renewal whose answer was applied
 	nextRenew   time.Time // earliest renewal a request may trigger
 	retryAt     time.Time // after an unreachable coordinator, earliest retry by a request
 	unreachable bool      // the last renewal found the coordinator unreachable

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
+	"syscall"
 	"time"
 
 	"github.com/floodgate-io/floodgate"
@@ -39,13 +42,13 @@ func (l *Leased) renewUnlock(ctx context.Context, e *leasedEntry, key string, li
 	e.mu.Unlock()
 	run := func() {
 		defer l.flights.leave()
-		grant, err := l.call(ctx, req)
+		grant, sent, sentAt, err := l.call(ctx, req, now)
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if leaving {
 			f.err = err
 		} else {
-			f.err = l.finishRenewal(e, req, reported, now, grant, err)
+			f.err = l.finishRenewal(e, sent, reported, sentAt, grant, err)
 		}
 		l.endFlight(e, key, f, leaving)
 	}
@@ -97,22 +100,55 @@ func (l *Leased) await(ctx context.Context, f *leaseFlight) (bool, error) {
 	}
 }
 
-// call is one coordinator call, bounded by OutageAfter and by Close, not
-// by the request that triggered it. No answer within OutageAfter counts
-// as the coordinator unreachable.
-func (l *Leased) call(ctx context.Context, req LeaseRequest) (LeaseGrant, error) {
+// call is one renewal's exchange with the coordinator, bounded by
+// OutageAfter and by Close, not by the request that triggered it. A call
+// that loses its answer (its connection timed out, reset or closed mid-
+// call) is sent again, with a new Seq, until OutageAfter: a stalled store
+// outlasts a client's connection deadline, and a renewal sent twice is
+// harmless, since the coordinator applies only the newest. The first
+// retry goes after a tenth of the Timeout, each next one after twice the
+// pause before, up to the Interval. No answer
+// within OutageAfter, or a refused connection, is the coordinator
+// unreachable. It returns the last request sent and when it was sent (on
+// this node's clock), from which the grant's times count.
+func (l *Leased) call(ctx context.Context, req LeaseRequest, sentAt time.Time) (LeaseGrant, LeaseRequest, time.Time, error) {
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.OutageAfter)
 	defer cancel()
 	stop := context.AfterFunc(l.closing, cancel)
 	defer stop()
-	grant, err := l.cfg.Coordinator.Renew(callCtx, req)
-	switch {
-	case err == nil, l.closing.Err() != nil:
-		return grant, err
-	case errors.Is(callCtx.Err(), context.DeadlineExceeded) && !errors.Is(err, floodgate.ErrStoreUnavailable):
-		return grant, fmt.Errorf("cluster: leased: no answer within %s: %w: %w", l.cfg.OutageAfter, floodgate.ErrStoreUnavailable, err)
+	pause := max(l.cfg.Timeout/10, time.Microsecond)
+	for {
+		grant, err := l.cfg.Coordinator.Renew(callCtx, req)
+		switch {
+		case err == nil, l.closing.Err() != nil:
+			return grant, req, sentAt, err
+		case callCtx.Err() != nil:
+			if !errors.Is(err, floodgate.ErrStoreUnavailable) {
+				err = fmt.Errorf("cluster: leased: no answer within %s: %w: %w", l.cfg.OutageAfter, floodgate.ErrStoreUnavailable, err)
+			}
+			return grant, req, sentAt, err
+		case !leaseAnswerLost(err):
+			return grant, req, sentAt, err
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-timer.C:
+		case <-callCtx.Done():
+			timer.Stop()
+		}
+		pause = min(2*pause, l.cfg.Interval)
+		req.Seq, sentAt = l.seq.Add(1), l.clock.Now()
 	}
-	return grant, err
+}
+
+// leaseAnswerLost reports whether a renewal failed for want of an answer
+// on a connection that worked (a timeout, a reset, a close mid-call), as
+// opposed to one refused: nothing listens there, and retrying until
+// OutageAfter would only delay the verdict.
+func leaseAnswerLost(err error) bool {
+	var ne net.Error
+	return (errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) &&
+		!errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // beginRenewal marks a renewal of e in flight and builds its request. It
@@ -129,18 +165,19 @@ func (l *Leased) beginRenewal(e *leasedEntry, key string, limit floodgate.Limit,
 	}
 	e.capped, e.pinCap = true, e.used+pinned
 	return LeaseRequest{
-		Key:     key,
-		Node:    l.cfg.Members.Self(),
-		Rate:    limit.Rate,
-		Period:  limit.Period,
-		Lease:   l.leaseLength(),
-		Window:  e.window,
-		Used:    e.used,
-		Pinned:  pinned,
-		Nodes:   min(max(l.cfg.Members.Count(), 1), leaseMaxNodes),
-		Demand:  demand,
-		Leaving: leaving,
-		Seq:     l.seq.Add(1),
+		Key:      key,
+		Node:     l.cfg.Members.Self(),
+		Rate:     limit.Rate,
+		Period:   limit.Period,
+		Lease:    l.leaseLength(),
+		Window:   e.window,
+		Used:     e.used,
+		Pinned:   pinned,
+		Nodes:    min(max(l.cfg.Members.Count(), 1), leaseMaxNodes),
+		Demand:   demand,
+		Leaving:  leaving,
+		Seq:      l.seq.Add(1),
+		Answered: e.answered,
 	}, e.requested
 }
 
@@ -188,6 +225,7 @@ func (l *Leased) finishRenewal(e *leasedEntry, req LeaseRequest, reported int64,
 	}
 	e.capped = false
 	e.unreachable = false
+	e.answered = req.Seq
 	if l.down.CompareAndSwap(true, false) {
 		l.log.Info("leased: coordinator reachable again", "key", req.Key)
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,12 +21,13 @@ import (
 // advance, answered, applied with its answer lost, lost before it arrives,
 // or held back and applied later, out of order with the node's later
 // renewals. Lost answers surface as the store unavailable, as a client
-// that gave up would report them.
+// that gave up would report them, or as a connection's timeout, which the
+// node retries.
 type leasedChaos struct {
 	inner Coordinator
 
 	mu   sync.Mutex
-	plan []int // per renewal: 0 lost answer, 1 lost request, 2 late, 3 deliver held-back ones first; else answered
+	plan []int // per renewal: 0 lost answer, 1 lost request, 2 late, 3 deliver held-back ones first, 4 answer timed out (retried); else answered
 	held []LeaseRequest
 }
 
@@ -51,6 +55,9 @@ func (c *leasedChaos) Renew(ctx context.Context, req LeaseRequest) (LeaseGrant, 
 		c.held = append(c.held, req)
 		c.mu.Unlock()
 		return LeaseGrant{}, lost
+	case 4:
+		_, _ = c.inner.Renew(ctx, req)
+		return LeaseGrant{}, fmt.Errorf("chaos: %w: %w", floodgate.ErrStoreUnavailable, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded})
 	case 3:
 		c.mu.Lock()
 		held := c.held
@@ -81,12 +88,13 @@ func TestLeasedNeverOvershootsWhateverTheDelivery(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		chaos := &leasedChaos{inner: mem, plan: rapid.SliceOfN(rapid.IntRange(0, 6), 0, 300).Draw(rt, "delivery")}
+		chaos := &leasedChaos{inner: mem, plan: rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(rt, "delivery")}
 		var ls []*Leased
 		for i := range nodes {
 			l, err := NewLeased(LeasedConfig{
 				Coordinator: chaos, Members: StaticMembers{Name: fmt.Sprintf("n%d", i), Nodes: nodes},
 				Clock: clock, Interval: interval, ReportUnavailable: true, WaitForRenewals: true,
+				Timeout: 10 * time.Microsecond, // retries of timed-out answers come a µs apart
 			})
 			if err != nil {
 				rt.Fatal(err)
@@ -394,5 +402,229 @@ func TestLeaseStaleRenewalChangesNothing(t *testing.T) {
 	}
 	if _, err := mem.Renew(ctx, LeaseRequest{Key: "k", Node: "a", Rate: 1, Period: time.Second, Lease: time.Second, Nodes: 1, Seq: -1}); !errors.Is(err, ErrInvalidLeaseRequest) {
 		t.Errorf("Seq -1: err = %v, want ErrInvalidLeaseRequest", err)
+	}
+}
+
+// TestLeaseRetriedRenewalIsNotChargedAcrossAWindow: a renewal whose
+// answers are lost and that is sent again after the window turned creates
+// the node's grant of the new window with its first attempt; the later
+// attempts, which still report the old window, are not charged that grant
+// as used, since the node's last answer is older than it. A node with no
+// answer to show (a restart) is.
+func TestLeaseRetriedRenewalIsNotChargedAcrossAWindow(t *testing.T) {
+	clock := floodgate.NewManualClock(leasedEpoch)
+	ctx := context.Background()
+	base := LeaseRequest{Key: "k", Node: "a", Rate: 100, Period: time.Second, Lease: 150 * time.Millisecond, Nodes: 2, Demand: 40}
+	cases := []struct {
+		name     string
+		answered int64
+		wantUsed bool
+	}{
+		{"retries of one renewal", 1, false},
+		{"a node without answers (restart)", 0, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			mem, err := NewMemoryCoordinator(clock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := base
+			first.Window, first.Seq = -1, 1
+			g0, err := mem.Renew(ctx, first) // answered: the node knows window w
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(time.Second) // window w+1; the renewal's answers get lost
+			var last LeaseGrant
+			for seq := int64(2); seq <= 4; seq++ {
+				r := base
+				r.Window, r.Used, r.Seq, r.Answered = g0.Window, 3, seq, c.answered
+				if last, err = mem.Renew(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if charged := last.Used == last.Granted; charged != c.wantUsed {
+				t.Errorf("after three attempts: %+v; want the grant charged as used: %v", last, c.wantUsed)
+			}
+		})
+	}
+}
+
+// TestLeasedRetriesALostAnswerUntilOutageAfter: a renewal whose answer is
+// lost on the way (a connection timed out or reset mid-call) is sent
+// again, so a store that is only slow or briefly unreachable never makes
+// the coordinator unreachable; a refused connection does at once.
+func TestLeasedRetriesALostAnswerUntilOutageAfter(t *testing.T) {
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	cases := []struct {
+		name            string
+		failure         error
+		wantUnreachable bool
+	}{
+		{"timeouts", timeout, false},
+		{"resets", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, false},
+		{"connection refused", refused, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clock := floodgate.NewManualClock(leasedEpoch)
+			mem, err := NewMemoryCoordinator(clock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			flaky := &leasedFlaky{inner: mem, failures: 3, err: fmt.Errorf("redis: %w: %w", floodgate.ErrStoreUnavailable, c.failure)}
+			l, err := NewLeased(LeasedConfig{Coordinator: flaky, Members: StaticMembers{Name: "a", Nodes: 1}, Clock: clock,
+				Interval: 10 * time.Millisecond, OutageAfter: time.Hour, ReportUnavailable: true, WaitForRenewals: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			lim := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 100, Period: time.Second}
+			d, err := l.AllowN(context.Background(), "k", lim, 1)
+			if c.wantUnreachable {
+				if !errors.Is(err, floodgate.ErrStoreUnavailable) || flaky.calls() != 1 {
+					t.Errorf("%+v, %v after %d calls; want ErrStoreUnavailable after 1", d, err, flaky.calls())
+				}
+				return
+			}
+			if err != nil || !d.Allowed || flaky.calls() != 4 {
+				t.Errorf("%+v, %v after %d calls; want admitted after 4", d, err, flaky.calls())
+			}
+		})
+	}
+}
+
+// leasedFlaky fails its first calls with err, then passes them on.
+type leasedFlaky struct {
+	inner    Coordinator
+	err      error
+	mu       sync.Mutex
+	failures int
+	n        int
+}
+
+func (f *leasedFlaky) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+func (f *leasedFlaky) Renew(ctx context.Context, req LeaseRequest) (LeaseGrant, error) {
+	f.mu.Lock()
+	f.n++
+	fail := f.n <= f.failures
+	f.mu.Unlock()
+	if fail {
+		return LeaseGrant{}, f.err
+	}
+	return f.inner.Renew(ctx, req)
+}
+
+// leasedSwitch is a coordinator whose delivery a test sets renewal by
+// renewal: answered, applied with the answer lost, or held back (its
+// answer timed out, so the node sends it again) and applied later by
+// deliver.
+type leasedSwitch struct {
+	inner Coordinator
+	mode  string // "", "lose answer", "hold once"
+	held  []LeaseRequest
+}
+
+func (s *leasedSwitch) Renew(ctx context.Context, req LeaseRequest) (LeaseGrant, error) {
+	switch s.mode {
+	case "lose answer":
+		_, _ = s.inner.Renew(ctx, req)
+		return LeaseGrant{}, fmt.Errorf("switch: answer lost: %w", floodgate.ErrStoreUnavailable)
+	case "hold once":
+		s.mode = ""
+		s.held = append(s.held, req)
+		return LeaseGrant{}, fmt.Errorf("switch: %w: %w", floodgate.ErrStoreUnavailable, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded})
+	}
+	return s.inner.Renew(ctx, req)
+}
+
+// deliver applies the held renewals.
+func (s *leasedSwitch) deliver(ctx context.Context) {
+	for _, req := range s.held {
+		_, _ = s.inner.Renew(ctx, req)
+	}
+	s.held = nil
+}
+
+// TestLeasedShrunkGrantsAreNeverOverrun plays, step by step, the two ways
+// a renewal can shrink a node's grant while the node counts on more: one
+// applied with its answer lost, and one applied late, after a later
+// renewal that was answered. Node a reports little demand in that
+// renewal, so the coordinator shrinks a's grant and node b, which wants
+// everything, takes the rest; a must not admit past the shrunk grant, or
+// the window passes R.
+func TestLeasedShrunkGrantsAreNeverOverrun(t *testing.T) {
+	const ms = time.Millisecond
+	cases := []struct {
+		name  string
+		spoil func(ctx context.Context, sw *leasedSwitch, a *Leased, clock *floodgate.ManualClock, busy func(*Leased, int))
+	}{
+		{"applied, answer lost", func(ctx context.Context, sw *leasedSwitch, a *Leased, _ *floodgate.ManualClock, _ func(*Leased, int)) {
+			sw.mode = "lose answer"
+			_ = a.Sync(ctx) // little demand reported: shrunk, and a does not know
+			sw.mode = ""
+		}},
+		{"applied late, after a later renewal", func(ctx context.Context, sw *leasedSwitch, a *Leased, clock *floodgate.ManualClock, busy func(*Leased, int)) {
+			sw.mode = "hold once"
+			_ = a.Sync(ctx) // little demand reported; held, sent again, answered
+			clock.Advance(ms)
+			busy(a, 30)     // a wants more now,
+			_ = a.Sync(ctx) // and is granted more
+			sw.deliver(ctx) // the held renewal arrives
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := floodgate.NewManualClock(leasedEpoch)
+			mem, err := NewMemoryCoordinator(clock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sw := &leasedSwitch{inner: mem}
+			lim := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 100, Period: time.Second}
+			node := func(name string) *Leased {
+				l, err := NewLeased(LeasedConfig{Coordinator: sw, Members: StaticMembers{Name: name, Nodes: 2}, Clock: clock,
+					Interval: 10 * ms, EarlyRenewal: ms, Timeout: ms, ReportUnavailable: true, WaitForRenewals: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(l.Close)
+				return l
+			}
+			a, b := node("a"), node("b")
+			var admitted int64
+			busy := func(l *Leased, n int) {
+				for range n {
+					if d, err := l.AllowN(ctx, "k", lim, 1); err == nil && d.Allowed {
+						admitted++
+					}
+				}
+			}
+			busy(a, 40) // t=0: a's lease; 40 of it used
+			busy(b, 20) // b holds the rest
+			clock.Advance(ms)
+			_ = a.Sync(ctx) // a reports its 40; its lease now runs to t=16ms
+			busy(b, 40)
+			_ = b.Sync(ctx) // b reports all it wants
+			clock.Advance(9 * ms)
+			busy(a, 1) // a is nearly idle now
+			c.spoil(ctx, sw, a, clock, busy)
+			for range 3 { // b wants it all, renewing as often as it may
+				busy(b, 40)
+				clock.Advance(ms)
+			}
+			busy(a, 100) // a spends what it thinks it holds, its lease still valid
+			if admitted > lim.Rate {
+				t.Errorf("the window admitted %d > R = %d", admitted, lim.Rate)
+			}
+		})
 	}
 }

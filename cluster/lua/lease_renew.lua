@@ -2,11 +2,11 @@
 -- lease_book.go, on the key's hash, atomically.
 --
 -- KEYS[1]: the key's hash. Field "p" holds the period (µs); field "n:NODE"
--- holds "window granted used demand live_until seq" for each node (records
--- written before seq existed have five numbers: seq 0).
+-- holds "window granted used demand live_until seq wseq" for each node
+-- (records written before seq existed have five numbers: seq and wseq 0).
 -- ARGV: now (µs; negative: the server's TIME), TTL slack (ms), node, rate,
 -- period (µs), lease (µs), window, used, pinned, demand, leaving (1 or 0),
--- nodes, seq (0: unordered).
+-- nodes, seq (0: unordered), answered.
 -- Returns {window, granted, used, valid (µs), window_left (µs), unleased,
 -- stale (1 or 0)}.
 --
@@ -25,7 +25,7 @@ local req_window, req_used = tonumber(ARGV[7]), tonumber(ARGV[8])
 local req_pinned, req_demand = tonumber(ARGV[9]), tonumber(ARGV[10])
 local leaving = ARGV[11] == '1'
 local nodes = tonumber(ARGV[12])
-local req_seq = tonumber(ARGV[13])
+local req_seq, req_answered = tonumber(ARGV[13]), tonumber(ARGV[14])
 
 local window = math.floor(now / period)
 local window_end = (window + 1) * period
@@ -42,10 +42,10 @@ local all = redis.call('HGETALL', key)
 for i = 1, #all, 2 do
   local field = all[i]
   if field ~= 'p' then
-    local w, g, u, d, live, seq = string.match(all[i + 1], '^(%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*)$')
+    local w, g, u, d, live, seq, wseq = string.match(all[i + 1], '^(%S+) (%S+) (%S+) (%S+) (%S+) ?(%S*) ?(%S*)$')
     w, g, u, d, live = tonumber(w), tonumber(g), tonumber(u), tonumber(d), tonumber(live)
     if field == self then
-      me = {w = w, g = g, u = u, seq = tonumber(seq) or 0}
+      me = {w = w, g = g, u = u, seq = tonumber(seq) or 0, wseq = tonumber(wseq) or 0}
     else
       local current = w == window
       if live < now and not current then
@@ -78,9 +78,15 @@ if me and me.w == window then
   if req_window == window then
     used = math.max(used, math.min(req_used, granted))
     floor = math.min(req_used + req_pinned, granted)
+  elseif req_answered > 0 and me.wseq > 0 and req_answered < me.wseq then
+    -- made by renewals whose answers never reached the node: none used
   else
     used = granted -- a grant the node does not report on may be all used
   end
+end
+local wseq = req_seq
+if me and me.w == window then
+  wseq = me.wseq
 end
 floor = math.max(floor, used)
 local demand = math.min(req_demand, rate)
@@ -124,7 +130,7 @@ if #drop > 0 then
   redis.call('HDEL', key, unpack(drop))
 end
 redis.call('HSET', key, 'p', string.format('%d', period),
-  self, string.format('%d %d %d %d %d %d', window, new_granted, used, new_demand, live_until, req_seq))
+  self, string.format('%d %d %d %d %d %d %d', window, new_granted, used, new_demand, live_until, req_seq, wseq))
 local ttl = math.max(window_end - now, 2 * lease)
 redis.call('PEXPIRE', key, math.ceil(ttl / 1000) + slack)
 

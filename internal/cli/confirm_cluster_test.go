@@ -154,7 +154,7 @@ func (c *clusterConfirm) confirm(ctx context.Context, strategy string, q bounds.
 	if err != nil {
 		return bounds.Measurement{}, err
 	}
-	tally := clock.tally(results, first, last)
+	tally := clock.tally(results, first, last, confirmRate)
 	c.results[strategy] = tally
 	c.t.Logf("%s at T=%s: %s", strategy, q.Interval, tally)
 	elapsed := clock.localStart(last + 1).Sub(clock.localStart(first - 1)).Seconds()
@@ -288,7 +288,12 @@ func startConfirmNode(t *testing.T, bin string, args []string) (httpAddr, startu
 			<-exited
 		})
 	}
-	t.Cleanup(stop)
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() || os.Getenv("FLOODGATE_NODE_LOGS") != "" {
+			t.Logf("log of floodgate %s:\n%s", strings.Join(args, " "), tail(logs.String(), 400))
+		}
+	})
 	deadline := time.After(10 * time.Second)
 	for {
 		if m := servingLine.FindStringSubmatch(logs.String()); m != nil {
@@ -303,6 +308,12 @@ func startConfirmNode(t *testing.T, bin string, args []string) (httpAddr, startu
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // withoutFloodgateEnv drops FLOODGATE_ variables: serve reads its flags from
@@ -357,37 +368,20 @@ type decision struct {
 // until end, open loop: each at its scheduled time, whether or not the
 // ones before it were answered, so a slow node does not slow its load.
 func drive(ctx context.Context, nodes []string, start, end time.Time) ([]decision, error) {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	defer client.CloseIdleConnections()
-	var (
-		mu   sync.Mutex
-		all  []decision
-		sent sync.WaitGroup
-	)
-	record := func(d decision) { mu.Lock(); all = append(all, d); mu.Unlock() }
-	var pacers sync.WaitGroup
-	gap := time.Duration(float64(time.Second) / confirmArrival)
-	for i, addr := range nodes {
-		phase := gap * time.Duration(i) / time.Duration(len(nodes)) // nodes interleaved, not in lockstep
-		pacers.Go(func() {
-			for at := start.Add(phase); at.Before(end) && ctx.Err() == nil; at = at.Add(gap) {
-				time.Sleep(time.Until(at))
-				sent.Go(func() { record(askAllow(ctx, client, addr)) })
-			}
-		})
+	rates := make([]float64, len(nodes))
+	for i := range rates {
+		rates[i] = confirmArrival
 	}
-	pacers.Wait()
-	sent.Wait()
-	return all, ctx.Err()
+	return driveBody(ctx, nodes, rates, confirmBody, start, end)
 }
 
 // confirmBody is the request: one key under an explicit fixed window limit.
 var confirmBody = fmt.Sprintf(`{"key":"confirm","limit":{"algorithm":"fixed_window","rate":%d,"period":%q}}`, confirmRate, confirmPeriod)
 
-// askAllow posts one decision request and reads the answer.
-func askAllow(ctx context.Context, client *http.Client, addr string) decision {
+// askAllowBody posts one decision request and reads the answer.
+func askAllowBody(ctx context.Context, client *http.Client, addr, body string) decision {
 	d := decision{sent: time.Now()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/allow", strings.NewReader(confirmBody))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/allow", strings.NewReader(body))
 	if err != nil {
 		d.err, d.answered = err, time.Now()
 		return d
@@ -399,7 +393,7 @@ func askAllow(ctx context.Context, client *http.Client, addr string) decision {
 		return d
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	d.answered = time.Now()
 	var out struct {
 		Allowed *bool `json:"allowed"`
@@ -408,9 +402,9 @@ func askAllow(ctx context.Context, client *http.Client, addr string) decision {
 	case err != nil:
 		d.err = err
 	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests:
-		d.err = fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(body))
-	case json.Unmarshal(body, &out) != nil || out.Allowed == nil:
-		d.err = fmt.Errorf("status %d, no allowed field: %s", resp.StatusCode, bytes.TrimSpace(body))
+		d.err = fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(answer))
+	case json.Unmarshal(answer, &out) != nil || out.Allowed == nil:
+		d.err = fmt.Errorf("status %d, no allowed field: %s", resp.StatusCode, bytes.TrimSpace(answer))
 	default:
 		d.allowed = *out.Allowed
 	}
@@ -478,8 +472,9 @@ type windowCount struct {
 	ambiguous        int // admitted near an edge: maybe the neighbour's
 }
 
-// windowTally is the measurement of one run.
+// windowTally is the measurement of one run under a limit per window.
 type windowTally struct {
+	limit      int
 	windows    []windowCount
 	failed     int
 	firstError error
@@ -488,8 +483,8 @@ type windowTally struct {
 // tally counts the admissions of windows first..last. A decision is placed
 // at the midpoint of its send and answer; it is ambiguous when its
 // interval, widened by the clock's error, crosses a window edge.
-func (c redisClock) tally(ds []decision, first, last int64) windowTally {
-	var out windowTally
+func (c redisClock) tally(ds []decision, first, last int64, limit int) windowTally {
+	out := windowTally{limit: limit}
 	for w := first; w <= last; w++ {
 		out.windows = append(out.windows, windowCount{index: w})
 	}
@@ -522,7 +517,7 @@ func (c redisClock) tally(ds []decision, first, last int64) windowTally {
 func (t windowTally) worstOvershoot() int {
 	worst := 0
 	for _, w := range t.windows {
-		worst = max(worst, w.admitted-confirmRate)
+		worst = max(worst, w.admitted-t.limit)
 	}
 	return worst
 }
