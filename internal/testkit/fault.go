@@ -1,0 +1,84 @@
+package testkit
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+// Pause stops the server's process (SIGSTOP): it keeps its connections
+// and its port, and the kernel still accepts new connections on it, but
+// nothing is answered until Resume. A hung server, as clients see one.
+func (s *Server) Pause(tb testing.TB) { s.signal(tb, syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume(tb testing.TB) { s.signal(tb, syscall.SIGCONT) }
+
+func (s *Server) signal(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	p := s.current()
+	if p == nil || p.exited() {
+		tb.Fatalf("testkit: %v to redis-server %s, which is not running", sig, s.Addr())
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		tb.Fatalf("testkit: %v to redis-server %s: %v", sig, s.Addr(), err)
+	}
+}
+
+// AddBandwidth passes replies from upstream at kbPerSecond kilobytes a
+// second.
+func (p *Proxy) AddBandwidth(tb testing.TB, kbPerSecond int) {
+	// The bandwidth toxic logs its trace messages through zerolog's global
+	// logger, to stderr; toxiproxy is zerolog's only user here.
+	zerolog.SetGlobalLevel(zerolog.InfoLevel)
+	p.add(tb, "bandwidth", "downstream", fmt.Sprintf(`{"rate": %d}`, kbPerSecond))
+}
+
+// A Fault is one way a Redis server fails, as its clients see it. Inject
+// starts it; Heal ends it, and when Heal returns the server answers again
+// (with a restart: once it accepts commands). Clients connect through the
+// Proxy for the faults of the link.
+type Fault struct {
+	Name   string
+	Inject func(tb testing.TB, s *Server, p *Proxy)
+	Heal   func(tb testing.TB, s *Server, p *Proxy)
+	// Down reports that the server answers nothing in time while the fault
+	// lasts (SlowLatency is the one fault where some answers still come).
+	Down bool
+	// Forgets reports that the server loses its data (a restart).
+	Forgets bool
+}
+
+// SlowLatency is the latency of the "slow" fault: below a 50 ms store
+// timeout, so that answers come, but late enough that a request queued
+// behind a call in flight would miss it if it waited for both.
+const SlowLatency = 40
+
+// Faults lists the faults a client of Redis must survive: the server
+// killed (then started again on its port), stopped with SIGSTOP (then
+// continued), and, through the proxy, connections reset, replies delayed by
+// 300 ms, replies delayed by SlowLatency ms, a link that swallows
+// everything, and replies cut to 1 KB/s.
+func Faults() []Fault {
+	heal := func(_ testing.TB, _ *Server, p *Proxy) { p.Heal() }
+	return []Fault{
+		{Name: "kill", Down: true, Forgets: true,
+			Inject: func(_ testing.TB, s *Server, _ *Proxy) { s.Kill() },
+			Heal:   func(tb testing.TB, s *Server, _ *Proxy) { s.Restart(tb) }},
+		{Name: "sigstop", Down: true,
+			Inject: func(tb testing.TB, s *Server, _ *Proxy) { s.Pause(tb) },
+			Heal:   func(tb testing.TB, s *Server, _ *Proxy) { s.Resume(tb) }},
+		{Name: "connection reset", Down: true, Heal: heal,
+			Inject: func(tb testing.TB, _ *Server, p *Proxy) { p.AddResetPeer(tb) }},
+		{Name: "latency", Down: true, Heal: heal,
+			Inject: func(tb testing.TB, _ *Server, p *Proxy) { p.AddLatency(tb, 300) }},
+		{Name: "slow", Heal: heal,
+			Inject: func(tb testing.TB, _ *Server, p *Proxy) { p.AddLatency(tb, SlowLatency) }},
+		{Name: "black hole", Down: true, Heal: heal,
+			Inject: func(tb testing.TB, _ *Server, p *Proxy) { p.AddTimeout(tb) }},
+		{Name: "bandwidth", Down: true, Heal: heal,
+			Inject: func(tb testing.TB, _ *Server, p *Proxy) { p.AddBandwidth(tb, 1) }},
+	}
+}
