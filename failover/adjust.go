@@ -47,7 +47,7 @@ func (l *Limiter) Adjust(ctx context.Context, key string, limit floodgate.Limit,
 // take for cause.
 func (l *Limiter) degradeAdjust(ctx context.Context, key string, limit floodgate.Limit, delta int64, cause error) error {
 	if l.cfg.Mode == FailLocal {
-		return l.local.Adjust(ctx, key, nodeShare(limit, l.cfg.Nodes), delta)
+		return l.local.Adjust(ctx, key, nodeShare(limit, l.nodes()), delta)
 	}
 	if err := floodgate.ValidateAdjustment(key, delta); err != nil {
 		return err

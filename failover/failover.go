@@ -48,7 +48,8 @@ const (
 	// probe is due or running) CoolDown, the breaker's own retry interval.
 	FailClosed Mode = "fail_closed"
 	// FailLocal decides in a local Memory under the limit divided by
-	// Config.Nodes (rate and burst, rounded up) until the store is back. The
+	// N, Config.Fleet's count or Config.Nodes (rate and burst, rounded up),
+	// until the store is back. The
 	// local counts start afresh with each outage.
 	FailLocal Mode = "fail_local"
 )
@@ -94,6 +95,10 @@ type Config struct {
 	// Nodes is N for FailLocal: each node enforces the limit's rate and burst
 	// divided by N, rounded up (default 1).
 	Nodes int
+	// Fleet, when set, is asked for N at each FailLocal decision instead of
+	// Nodes: a fleet whose size changes (a membership's live count). A
+	// count below 1 is one node.
+	Fleet interface{ Count() int }
 	// FailureThreshold is the number of consecutive store failures that
 	// opens the breaker (default 5).
 	FailureThreshold int
@@ -183,6 +188,14 @@ func New(store floodgate.Limiter, cfg Config) (*Limiter, error) {
 	}
 	l.breaker.init(cfg.FailureThreshold, cfg.CoolDown, nowFunc(cfg.Clock))
 	return l, nil
+}
+
+// nodes is N for FailLocal.
+func (l *Limiter) nodes() int {
+	if l.cfg.Fleet != nil {
+		return max(1, l.cfg.Fleet.Count())
+	}
+	return l.cfg.Nodes
 }
 
 func newLocal(cfg Config) *floodgate.Memory {

@@ -48,7 +48,7 @@ func (l *Limiter) degrade(ctx context.Context, key string, limit floodgate.Limit
 		}
 		return l.closed(limit), nil
 	default:
-		return l.local.AllowN(ctx, key, nodeShare(limit, l.cfg.Nodes), cost)
+		return l.local.AllowN(ctx, key, nodeShare(limit, l.nodes()), cost)
 	}
 }
 
@@ -73,7 +73,7 @@ func (l *Limiter) degradeAll(ctx context.Context, reqs []floodgate.Request) ([]f
 	default:
 		shares := make([]floodgate.Request, len(reqs))
 		for i, rq := range reqs {
-			shares[i] = floodgate.Request{Key: rq.Key, Limit: nodeShare(rq.Limit, l.cfg.Nodes), Cost: rq.Cost}
+			shares[i] = floodgate.Request{Key: rq.Key, Limit: nodeShare(rq.Limit, l.nodes()), Cost: rq.Cost}
 		}
 		return l.local.AllowAll(ctx, shares)
 	}

@@ -259,7 +259,7 @@ func (fl *fleet) wrap(k strategyKey, l floodgate.Limiter, shared bool, timeout t
 		return nil
 	}
 	for _, mode := range failover.Modes() {
-		w, err := failover.New(l, failover.Config{Mode: mode, Timeout: timeout, Logger: log})
+		w, err := failover.New(l, failover.Config{Mode: mode, Timeout: timeout, Fleet: fl.members, Logger: log})
 		if err != nil {
 			return err
 		}

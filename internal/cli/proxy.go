@@ -177,7 +177,7 @@ func proxyLimiter(f proxyFlags) (floodgate.Limiter, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--redis %s: %w", f.redis, err)
 	}
-	fo, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout})
+	fo, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout, Nodes: max(1, f.fleet.nodes)})
 	if err != nil {
 		rs.Close()
 		return nil, nil, err

@@ -255,7 +255,7 @@ func openStores(f serveFlags, defaultMode failover.Mode, log *slog.Logger) (*sto
 	}
 	st := &stores{name: "redis " + f.redis, redis: rs, byMode: map[failover.Mode]*failover.Limiter{}, defaultMode: defaultMode}
 	for _, mode := range failover.Modes() {
-		l, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout, Logger: log})
+		l, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout, Fleet: st, Logger: log})
 		if err != nil {
 			st.close()
 			return nil, err
@@ -264,6 +264,15 @@ func openStores(f serveFlags, defaultMode failover.Mode, log *slog.Logger) (*sto
 	}
 	st.explicit = st.byMode[defaultMode]
 	return st, nil
+}
+
+// Count is the fleet's size, which fail_local divides the limits by: the
+// live members, or --nodes.
+func (s *stores) Count() int {
+	if s.fleet == nil || s.fleet.members == nil {
+		return 1
+	}
+	return s.fleet.members.Count()
 }
 
 // For implements engine.Stores.
