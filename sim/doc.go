@@ -28,7 +28,11 @@
 // whose request or reply is lost (probability Loss each way), or whose
 // round trip exceeds the Timeout, returns an error wrapping
 // floodgate.ErrStoreUnavailable at the Timeout, as a real client would; a
-// lost reply still leaves the call applied at the store. Exactly one
+// lost reply still leaves the call applied at the store. A leased
+// renewal waits up to the node's OutageAfter instead (cluster.
+// DefaultOutageAfter), since a leased node takes only that much silence
+// for an outage; the request that triggered it waits with it, where a real
+// node would be denied at the Timeout and apply the answer later. Exactly one
 // goroutine runs at a time and every random choice comes from seeded PCG
 // generators (arrivals, network, each sampled node's draws kept apart), so
 // the run does not depend on Go's scheduler. Each node holds one key, so a

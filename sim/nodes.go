@@ -90,7 +90,8 @@ func (s *simulation) newNode(i int, sh shared) (*node, error) {
 		n.lim, err = cluster.NewLocal(cluster.LocalConfig{Members: mem, Clock: n.clock})
 	case "leased":
 		var l *cluster.Leased
-		l, err = cluster.NewLeased(cluster.LeasedConfig{Coordinator: delayedCoordinator{sim: s, inner: sh.coordinator},
+		coord := delayedCoordinator{sim: s, inner: sh.coordinator, outageAfter: cluster.DefaultOutageAfter(c.Interval, c.Timeout)}
+		l, err = cluster.NewLeased(cluster.LeasedConfig{Coordinator: coord,
 			Members: mem, Clock: n.clock, Interval: c.Interval, Timeout: c.Timeout, Logger: quiet, WaitForRenewals: true})
 		n.lim, n.blocking, n.round = l, true, func(ctx context.Context) { _ = l.Sync(ctx) }
 	case "synced":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/floodgate-io/floodgate"
 )
@@ -28,8 +29,9 @@ type process struct {
 // netCall is one call to the shared store, run by the engine at the
 // store's side.
 type netCall struct {
-	what string
-	exec func() // the real store operation, run at its arrival time
+	what    string
+	exec    func()        // the real store operation, run at its arrival time
+	timeout time.Duration // 0: the simulation's Timeout
 }
 
 type processKey struct{}
@@ -64,10 +66,14 @@ func (s *simulation) await(p *process) {
 // is lost or too slow.
 func (s *simulation) schedule(p *process, c *netCall) {
 	s.storeCalls++
-	timeout := s.cfg.Timeout.Microseconds()
+	limit := s.cfg.Timeout
+	if c.timeout > 0 {
+		limit = c.timeout
+	}
+	timeout := limit.Microseconds()
 	there, back := s.oneWay(), s.oneWay()
 	lostThere, lostBack := s.lost(), s.lost()
-	failed := fmt.Errorf("sim: %s: no reply within %s: %w", c.what, s.cfg.Timeout, floodgate.ErrStoreUnavailable)
+	failed := fmt.Errorf("sim: %s: no reply within %s: %w", c.what, limit, floodgate.ErrStoreUnavailable)
 	if lostThere || there >= timeout {
 		s.eng.after(timeout, func() { s.wake(p, failed) })
 		return
@@ -91,11 +97,16 @@ func (s *simulation) wake(p *process, err error) {
 // call is what a delayed wrapper does: it hands exec to the engine, which
 // runs it at the store's side, and returns when the reply arrives.
 func call(ctx context.Context, what string, exec func()) error {
+	return callWithin(ctx, what, 0, exec)
+}
+
+// callWithin is call with a timeout of its own (0: the simulation's).
+func callWithin(ctx context.Context, what string, timeout time.Duration, exec func()) error {
 	p, ok := processOf(ctx)
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrOutsideProcess, what)
 	}
-	p.toEngine <- &netCall{what: what, exec: exec}
+	p.toEngine <- &netCall{what: what, exec: exec, timeout: timeout}
 	return <-p.resume
 }
 

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"time"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
@@ -29,16 +30,22 @@ func (d delayedCounter) Add(ctx context.Context, adds []cluster.CounterAdd) ([]c
 }
 
 // delayedCoordinator is a cluster.Coordinator behind the simulated network.
+// A renewal waits for its answer up to the node's OutageAfter, not the
+// Timeout: a leased node takes only silence that long for an outage. (A
+// real node denies the request that triggered a slow renewal at the
+// Timeout and applies the answer later; the simulated one holds that
+// request until the answer, which admits the same units a little later.)
 type delayedCoordinator struct {
-	sim   *simulation
-	inner *cluster.MemoryCoordinator
+	sim         *simulation
+	inner       *cluster.MemoryCoordinator
+	outageAfter time.Duration
 }
 
 // Renew implements cluster.Coordinator.
 func (d delayedCoordinator) Renew(ctx context.Context, req cluster.LeaseRequest) (cluster.LeaseGrant, error) {
 	var grant cluster.LeaseGrant
 	var err error
-	if cerr := call(ctx, "lease renewal", func() { grant, err = d.inner.Renew(d.sim.ctx, req) }); cerr != nil {
+	if cerr := callWithin(ctx, "lease renewal", d.outageAfter, func() { grant, err = d.inner.Renew(d.sim.ctx, req) }); cerr != nil {
 		return cluster.LeaseGrant{}, cerr
 	}
 	return grant, err
