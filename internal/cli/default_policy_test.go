@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,6 +21,7 @@ import (
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/proxy"
 	"github.com/floodgate-io/floodgate/internal/server"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 // completionsRoute puts the built-in policy's plans behind the proxy: the
@@ -60,23 +60,8 @@ func startBuiltIn(t *testing.T) *builtIn {
 	eng := engine.New(set, engine.OneStore{Limiter: mem})
 
 	srv := server.New(server.Options{Engine: eng, Limiter: mem})
-	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, httpLn, grpcLn) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	httpLn, grpcLn := testkit.Loopback(t), testkit.Loopback(t)
+	testkit.Serve(t, func(ctx context.Context) error { return srv.Serve(ctx, httpLn, grpcLn) })
 	conn, err := grpc.NewClient(grpcLn.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

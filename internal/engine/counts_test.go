@@ -15,14 +15,7 @@ import (
 
 // llm is an API key with requests per minute and tokens per minute, and a
 // tenant limit that counts requests.
-const llm = `
-domain: llm
-descriptors:
-  - key: api_key
-    rate_limits:
-      - {name: rpm, counts: requests, unit: minute, requests_per_unit: 3}
-      - {name: tpm, unit: minute, requests_per_unit: 1000}
-  - key: tenant
+var llm = "domain: llm\ndescriptors:\n" + testkit.TokenLimits(3, 1000) + `  - key: tenant
     rate_limit: {name: tenant-rpm, counts: requests, unit: minute, requests_per_unit: 10}
 `
 
@@ -174,14 +167,7 @@ descriptors:
 // passes exactly when both have room.
 func TestCountsProperty(t *testing.T) {
 	const rpm, tpm = 20, 5000
-	policy := `
-domain: llm
-descriptors:
-  - key: api_key
-    rate_limits:
-      - {name: rpm, counts: requests, unit: minute, requests_per_unit: 20}
-      - {name: tpm, unit: minute, requests_per_unit: 5000}
-`
+	policy := "domain: llm\ndescriptors:\n" + testkit.TokenLimits(rpm, tpm)
 	rapid.Check(t, func(rt *rapid.T) {
 		e, _ := newEngine(t, policy)
 		var requestsUsed, unitsUsed int64

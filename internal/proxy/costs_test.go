@@ -9,18 +9,12 @@ import (
 
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 // tokens is an API key with requests, tokens and images per minute, and a
 // shaped queue that also counts requests.
-const tokens = `
-domain: llm
-descriptors:
-  - key: api_key
-    rate_limits:
-      - {name: rpm, counts: requests, unit: minute, requests_per_unit: 3}
-      - {name: tpm, unit: minute, requests_per_unit: 1000}
-      - {name: images, unit: minute, requests_per_unit: 5}
+var tokens = "domain: llm\ndescriptors:\n" + testkit.TokenLimits(3, 1000) + `      - {name: images, unit: minute, requests_per_unit: 5}
   - key: queue
     rate_limits:
       - {name: queue-rpm, counts: requests, unit: minute, requests_per_unit: 10}

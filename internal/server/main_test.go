@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -32,16 +31,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The policy of most tests. Its clock starts on a minute boundary, so a
 // fresh per-minute window resets in exactly 60s.
-const policy = testkit.APIPolicy + `  - key: report
+var policy = testkit.APIPolicy + `  - key: report
     detailed_metric: true
     rate_limit: {unit: minute, requests_per_unit: 7}
   - key: hourly
     rate_limit: {name: hourly, period: 2h, requests_per_unit: 10}
-  - key: api_key
-    rate_limits:
-      - {name: rpm, counts: requests, unit: minute, requests_per_unit: 3}
-      - {name: tpm, unit: minute, requests_per_unit: 1000}
-`
+` + testkit.TokenLimits(3, 1000)
 
 var start = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 
@@ -109,20 +104,14 @@ func newHarness(t *testing.T, s setup) *harness {
 		s.opts(&opts)
 	}
 	h.srv = server.New(opts)
-	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	httpLn, grpcLn := testkit.Loopback(t), testkit.Loopback(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.served = make(chan error, 1)
 	go func() { h.served <- h.srv.Serve(ctx, httpLn, grpcLn) }()
 	h.url = "http://" + httpLn.Addr().String()
 	h.http = &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	var err error
 	h.conn, err = grpc.NewClient(grpcLn.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/internal/server"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 // scrape returns the series of a metric in the /metrics text.
@@ -330,16 +331,9 @@ func TestServeShutsDownGracefully(t *testing.T) {
 
 func TestServeReturnsAListenerError(t *testing.T) {
 	srv := server.New(server.Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, grpcLn := testkit.Loopback(t), testkit.Loopback(t)
 	ln.Close() // HTTP cannot accept: Serve stops gRPC and reports it
-	err = srv.Serve(context.Background(), ln, grpcLn)
+	err := srv.Serve(context.Background(), ln, grpcLn)
 	if err == nil || !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Serve: %v", err)
 	}
@@ -351,14 +345,7 @@ func TestServeReturnsAListenerError(t *testing.T) {
 
 func TestServeWithADoneContext(t *testing.T) {
 	srv := server.New(server.Options{})
-	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	httpLn, grpcLn := testkit.Loopback(t), testkit.Loopback(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := srv.Serve(ctx, httpLn, grpcLn); err != nil {

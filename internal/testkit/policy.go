@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bytes"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -64,3 +65,15 @@ descriptors:
     shadow_mode: true
     rate_limit: {unit: minute, requests_per_unit: 1}
 `
+
+// TokenLimits is an api_key descriptor, for a test to put in its policy's
+// descriptors, with two limits per minute: rpm, which counts requests, and
+// tpm, which counts units (tokens). Its rate_limits list comes last, so a
+// test may append limits to it.
+func TokenLimits(rpm, tpm int64) string {
+	return fmt.Sprintf(`  - key: api_key
+    rate_limits:
+      - {name: rpm, counts: requests, unit: minute, requests_per_unit: %d}
+      - {name: tpm, unit: minute, requests_per_unit: %d}
+`, rpm, tpm)
+}
