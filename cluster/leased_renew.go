@@ -107,10 +107,10 @@ func (l *Leased) await(ctx context.Context, f *leaseFlight) (bool, error) {
 // outlasts a client's connection deadline, and a renewal sent twice is
 // harmless, since the coordinator applies only the newest. The first
 // retry goes after a tenth of the Timeout, each next one after twice the
-// pause before, up to the Interval. No answer
-// within OutageAfter, or a refused connection, is the coordinator
-// unreachable. It returns the last request sent and when it was sent (on
-// this node's clock), from which the grant's times count.
+// pause before, up to the Interval. No answer within OutageAfter, or a
+// refused connection, is the coordinator unreachable. It returns the last
+// request sent and when it was sent (on this node's clock), from which the
+// grant's times count.
 func (l *Leased) call(ctx context.Context, req LeaseRequest, sentAt time.Time) (LeaseGrant, LeaseRequest, time.Time, error) {
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.OutageAfter)
 	defer cancel()
