@@ -36,6 +36,10 @@ import (
 // up several times; on an idle machine it is about a tenth of a
 // millisecond for each millisecond of the interval.
 //
+// A call that depends on another process (a Redis server on the same
+// machine) is also late when that process is not run: Watch adds its waits
+// for a CPU, as the kernel counts them, to Late.
+//
 // It also reads, for its report, what the kernel says: how long this
 // process's threads waited in a run queue (/proc/self/task/*/schedstat, on
 // Linux) and the Go scheduler's own runnable-to-running latencies.
@@ -45,6 +49,7 @@ type Probe struct {
 	mu      sync.Mutex
 	wakes   []wake // in time order
 	stopped bool
+	watch   func() int // the process whose CPU waits count too (Watch)
 
 	stop, done chan struct{}
 
@@ -55,9 +60,14 @@ type Probe struct {
 	schedHist  *metrics.Float64Histogram
 }
 
-// wake is one sleep of the probe: it asked for Tick at asleep and ran
-// again at woke.
-type wake struct{ asleep, woke time.Time }
+// wake is one sleep of the probe: it asked for ProbeTick at asleep and ran
+// again at woke, when the watched process pid had waited for a CPU
+// peerWait in all.
+type wake struct {
+	asleep, woke time.Time
+	pid          int
+	peerWait     time.Duration
+}
 
 // Slack is what a call may take beyond its own bound and the lateness a
 // Probe measured over it: the call's own work after its deadline (building
@@ -65,6 +75,12 @@ type wake struct{ asleep, woke time.Time }
 // probe's wake-ups and the caller's. 10 ms holds under -race with two
 // CPU-bound processes beside the test on 2 cores.
 const Slack = 10 * time.Millisecond
+
+// Patience bounds a wait for something that must happen (a server to
+// start, a reload to apply, a goroutine to return): long enough that only a
+// hang reaches it, however busy the machine, so that it bounds the test and
+// is never its assertion.
+const Patience = time.Minute
 
 // ProbeTick is how long the probe sleeps between wake-ups.
 const ProbeTick = time.Millisecond
@@ -98,6 +114,16 @@ func (p *Probe) run() {
 		}
 		w := wake{asleep: asleep, woke: time.Now()}
 		p.mu.Lock()
+		watch := p.watch
+		p.mu.Unlock()
+		if watch != nil {
+			if pid := watch(); pid > 0 {
+				if wait, ok := processWait(pid); ok {
+					w.pid, w.peerWait = pid, wait
+				}
+			}
+		}
+		p.mu.Lock()
 		if len(p.wakes) < maxWakes {
 			p.wakes = append(p.wakes, w)
 		}
@@ -125,9 +151,21 @@ func (p *Probe) Stop() {
 	p.schedHist = subtract(schedLatencies(), p.startHist)
 }
 
+// Watch makes Late count, besides this process's lateness, how long the
+// process pid names waited for a CPU: a server the calls depend on (such
+// as testkit.Server.Pid), which is late for the same reason when the
+// machine does not run it. pid may change (a restart) and be 0 (not
+// running). Where the kernel does not say (not Linux), it counts nothing.
+func (p *Probe) Watch(pid func() int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.watch = pid
+}
+
 // Late returns how long, in all, the probe was kept from running on time
 // during [from, to]: the sum of the lateness of its wake-ups whose sleeps
-// overlapped the interval. A goroutine of this process that needed the CPU
+// overlapped the interval, plus how long the watched process waited for a
+// CPU over those sleeps. A goroutine of this process that needed the CPU
 // during the interval, as often as it liked, was held up for about as
 // long, whether the machine stalled once or several times.
 func (p *Probe) Late(from, to time.Time) time.Duration {
@@ -138,6 +176,9 @@ func (p *Probe) Late(from, to time.Time) time.Duration {
 	var late time.Duration
 	for ; i < len(p.wakes) && !p.wakes[i].asleep.After(to); i++ {
 		late += p.wakes[i].late(p.tick)
+		if i > 0 && p.wakes[i].pid != 0 && p.wakes[i].pid == p.wakes[i-1].pid {
+			late += max(0, p.wakes[i].peerWait-p.wakes[i-1].peerWait)
+		}
 	}
 	if i == len(p.wakes) && !p.stopped { // the interval runs past the last wake-up: the sleep in progress counts too
 		if n := len(p.wakes); n > 0 {
@@ -158,12 +199,20 @@ func (w wake) late(tick time.Duration) time.Duration {
 func (p *Probe) String() string {
 	p.mu.Lock()
 	lates := make([]time.Duration, len(p.wakes))
+	var peer time.Duration
 	for i, w := range p.wakes {
 		lates[i] = w.late(p.tick)
+		if i > 0 && w.pid != 0 && w.pid == p.wakes[i-1].pid {
+			peer += max(0, w.peerWait-p.wakes[i-1].peerWait)
+		}
 	}
+	watched := p.watch != nil
 	p.mu.Unlock()
 	var b strings.Builder
 	fmt.Fprintf(&b, "timer lateness (%s ticks) %s", p.tick, Summarize(lates))
+	if watched {
+		fmt.Fprintf(&b, "; the watched process waited for a CPU %s", peer.Round(time.Millisecond))
+	}
 	if p.wall > 0 {
 		fmt.Fprintf(&b, "; threads waited for a CPU %s in %s of wall time", p.wait.Round(time.Millisecond), p.wall.Round(time.Millisecond))
 	}
@@ -190,16 +239,31 @@ func RunQueueWait() (time.Duration, bool) {
 		if err != nil {
 			continue // the thread has exited
 		}
-		f := strings.Fields(string(b))
-		if len(f) < 2 {
-			continue
-		}
-		if ns, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-			sum += time.Duration(ns)
+		if wait, ok := parseWait(b); ok {
+			sum += wait
 			read = true
 		}
 	}
 	return sum, read
+}
+
+// processWait is how long the main thread of process pid has waited in a
+// run queue since it started (field 2 of /proc/PID/schedstat).
+func processWait(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0, false
+	}
+	return parseWait(b)
+}
+
+func parseWait(schedstat []byte) (time.Duration, bool) {
+	f := strings.Fields(string(schedstat))
+	if len(f) < 2 {
+		return 0, false
+	}
+	ns, err := strconv.ParseInt(f[1], 10, 64)
+	return time.Duration(ns), err == nil
 }
 
 const schedLatencyMetric = "/sched/latencies:seconds"
