@@ -14,8 +14,9 @@ var adjustScript = rueidis.NewLuaScript(luaSource("prelude", "bucket", "window",
 
 // Adjust implements floodgate.Adjuster with the arithmetic of the in-memory
 // store (internal/algo/adjust.go), in one script call: atomic, within
-// Config.Timeout, and with AllowN's errors (bad input as is, no answer in
-// time wrapping floodgate.ErrStoreUnavailable). The key then lives until
+// Config.Timeout as AllowN is, and with AllowN's errors (bad input as is,
+// no answer in time wrapping floodgate.ErrStoreUnavailable: the adjustment
+// may then still have been applied). The key then lives until
 // its state is empty again, as after a decision; one adjusted back to empty
 // is deleted at once. A delta of 0 is validated and sends nothing.
 func (l *Limiter) Adjust(ctx context.Context, key string, limit floodgate.Limit, delta int64) error {
@@ -26,10 +27,11 @@ func (l *Limiter) Adjust(ctx context.Context, key string, limit floodgate.Limit,
 	if err != nil || delta == 0 {
 		return err
 	}
-	callCtx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	if err := adjustScript.Exec(callCtx, l.client, []string{l.cfg.KeyPrefix + key}, l.args(c, delta)).Error(); err != nil {
-		return l.storeError(ctx, key, err)
-	}
-	return nil
+	_, err = within(l, ctx, key, func(ctx context.Context) (struct{}, error) {
+		if err := adjustScript.Exec(ctx, l.client, []string{l.cfg.KeyPrefix + key}, l.args(c, delta)).Error(); err != nil {
+			return struct{}{}, l.storeError(ctx, key, err)
+		}
+		return struct{}{}, nil
+	})
+	return err
 }

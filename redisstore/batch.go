@@ -18,6 +18,12 @@ import (
 // the quota that was briefly taken (never more than the limits allow), and
 // if the store fails in the middle the error is returned after refunding
 // what can be refunded.
+//
+// The whole batch, its refunds and the decisions it reports included,
+// returns within Timeout (or ctx's deadline) as AllowN does. A batch cut
+// off by its deadline goes on without its caller only to give back what it
+// took (within another Timeout); a request that was on the wire at that
+// moment may still have been counted, as in AllowN.
 func (l *Limiter) AllowAll(ctx context.Context, reqs []floodgate.Request) ([]floodgate.Decision, error) {
 	cs := make([]*compiled, len(reqs))
 	for i, rq := range reqs {
@@ -30,10 +36,13 @@ func (l *Limiter) AllowAll(ctx context.Context, reqs []floodgate.Request) ([]flo
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	batch := l.orderedBatch
 	if !l.cluster || sameSlot(l.cfg.KeyPrefix, reqs) {
-		return l.atomicBatch(ctx, reqs, cs)
+		batch = l.atomicBatch
 	}
-	return l.orderedBatch(ctx, reqs, cs)
+	return within(l, ctx, reqs[0].Key, func(ctx context.Context) ([]floodgate.Decision, error) {
+		return batch(ctx, reqs, cs)
+	})
 }
 
 func (l *Limiter) atomicBatch(ctx context.Context, reqs []floodgate.Request, cs []*compiled) ([]floodgate.Decision, error) {
@@ -44,9 +53,7 @@ func (l *Limiter) atomicBatch(ctx context.Context, reqs []floodgate.Request, cs 
 		args = append(args, strconv.FormatInt(rq.Cost, 10))
 		args = append(args, cs[i].args[:]...)
 	}
-	callCtx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	replies, err := l.scripts.batch.Exec(callCtx, l.client, keys, args).ToArray()
+	replies, err := l.scripts.batch.Exec(ctx, l.client, keys, args).ToArray()
 	if err != nil {
 		return nil, l.storeError(ctx, reqs[0].Key, err)
 	}
@@ -87,8 +94,13 @@ func (l *Limiter) orderedBatch(ctx context.Context, reqs []floodgate.Request, cs
 	return out, nil
 }
 
-// refundAll gives back what the first len(taken) requests took, newest first.
+// refundAll gives back what the first len(taken) requests took, newest
+// first. The refunds have a Timeout of their own, not bound to the batch's
+// context: a batch whose caller gave up, or whose deadline passed, still
+// gives back what it took.
 func (l *Limiter) refundAll(ctx context.Context, reqs []floodgate.Request, cs []*compiled, taken []int64, cause error) error {
+	ctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), l.cfg.Timeout, l.timedOut)
+	defer cancel()
 	for i := len(taken) - 1; i >= 0; i-- {
 		if reqs[i].Cost == 0 {
 			continue

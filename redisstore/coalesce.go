@@ -3,8 +3,10 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -21,9 +23,15 @@ import (
 // (many.lua), which decides each in arrival order exactly as the
 // single-request script would: group commit. A lone caller is sent at
 // once; under load the batches grow by themselves with the wait, so no
-// request ever waits for a timer. The caller that starts a batch sends it
-// on its own goroutine when its deadline allows waiting for the batch's
-// Timeout; otherwise, and for the batches after, a goroutine sends.
+// request ever waits for a timer to be sent.
+//
+// A batch is always sent by a goroutine of its own, never by a caller: each
+// caller waits for its own request's answer in a select with its own
+// deadline timer, so it returns by its deadline whatever its batch is
+// doing (queued behind the batches in flight, dialing, on a full pipeline,
+// waiting for a hung server, retrying a script Redis had forgotten). A
+// request whose caller has left is not sent if it is still queued; if it
+// is in flight its answer is dropped, and Redis may have counted it.
 
 // DefaultMaxBatch is the default of Config.MaxBatch.
 const DefaultMaxBatch = 128
@@ -39,12 +47,35 @@ const maxInFlight = 8
 
 // pending is one caller's request, waiting in a batch.
 type pending struct {
-	key  string // with the prefix
-	c    *compiled
-	cost int64
-	done chan struct{} // receives one value when d and err are set
-	d    floodgate.Decision
-	err  error
+	key      string // with the prefix
+	c        *compiled
+	cost     int64
+	deadline time.Time // when its caller stops waiting
+	callers  bool      // the deadline is the caller's context's
+
+	// state says who owns the pending once it is queued: its caller while
+	// waiting; after answered, its caller again (done has a value); after
+	// abandoned, the batcher, which recycles it when it drops or answers it.
+	state atomic.Int32
+	done  chan struct{} // receives one value when d and err are set
+	timer *time.Timer   // the caller's deadline, reused with the pending
+	d     floodgate.Decision
+	err   error
+
+	alone [1]*pending // the batch when it is sent alone
+}
+
+// The states of a pending.
+const (
+	waiting int32 = iota
+	answered
+	abandoned
+)
+
+func newPending() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &pending{done: make(chan struct{}, 1), timer: t}
 }
 
 // batcher gathers the requests of one script (and, on a cluster, one hash
@@ -83,13 +114,15 @@ func (l *Limiter) batcherFor(c *compiled, key string) *batcher {
 	return bs[kind]
 }
 
-// decide queues a request and waits for its decision, or for ctx.
+// decide queues a request and waits for its decision until its deadline
+// (see wait).
 func (b *batcher) decide(ctx context.Context, key string, c *compiled, cost int64) (floodgate.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return floodgate.Decision{}, fmt.Errorf("redisstore: key %q: %w", key[len(b.l.cfg.KeyPrefix):], err)
 	}
 	p := b.l.pendings.Get().(*pending)
 	p.key, p.c, p.cost = key, c, cost
+	p.deadline, p.callers = b.l.deadline(ctx)
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
 	var batch []*pending
@@ -98,67 +131,159 @@ func (b *batcher) decide(ctx context.Context, key string, c *compiled, cost int6
 	}
 	b.mu.Unlock()
 	if batch != nil {
-		if b.canLead(ctx) {
-			// Send on this goroutine: no hand-off to wait for. The batch
-			// is bounded by Timeout, which this caller's deadline allows;
-			// the batches after it go to a goroutine of their own.
-			b.send(batch)
-			if next := b.done(); next != nil {
-				go b.run(next)
-			}
-			<-p.done // sent to by send, above
-			return b.l.release(p)
-		}
-		go b.run(batch)
+		b.l.dispatch(b, batch)
 	}
-	select {
-	case <-p.done:
-		return b.l.release(p)
-	case <-ctx.Done():
-		// p is not reused: its batch will still write to it.
-		// The batch goes on without this caller: its request may still be
-		// decided (and counted), as a timed-out single call may have been.
-		return floodgate.Decision{}, fmt.Errorf("redisstore: key %q: %w", p.key[len(b.l.cfg.KeyPrefix):], ctx.Err())
-	}
+	return b.l.wait(ctx, p)
 }
 
-// canLead reports whether a caller may send a batch itself and wait for
-// it: when its context cannot end before the batch's own Timeout would
-// (no deadline, or a later one), so that waiting does not hold it past its
-// deadline. A context without a deadline that is cancelled waits for the
-// batch, at most Timeout.
-func (b *batcher) canLead(ctx context.Context) bool {
-	deadline, ok := ctx.Deadline()
-	return !ok || time.Until(deadline) >= b.l.cfg.Timeout
+// deadline is when a caller stops waiting for the store: Timeout from now,
+// or ctx's deadline if that is sooner (callers reports which).
+func (l *Limiter) deadline(ctx context.Context) (deadline time.Time, callers bool) {
+	deadline = time.Now().Add(l.cfg.Timeout)
+	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
+		return d, true
+	}
+	return deadline, false
+}
+
+// wait waits for a queued request's answer, for its deadline or for ctx,
+// whichever comes first, on the pending's own timer: the caller does not
+// depend on the batch, the client library or Redis giving up. A caller
+// that leaves abandons its request to the batcher. An answer that raced
+// the deadline is still the answer.
+func (l *Limiter) wait(ctx context.Context, p *pending) (floodgate.Decision, error) {
+	p.timer.Reset(time.Until(p.deadline))
+	select {
+	case <-p.done:
+		p.timer.Stop()
+		return l.release(p)
+	case <-p.timer.C:
+	case <-ctx.Done():
+		p.timer.Stop()
+	}
+	key, callers := p.key[len(l.cfg.KeyPrefix):], p.callers
+	if !p.state.CompareAndSwap(waiting, abandoned) {
+		<-p.done // answered as the wait ended: the value is on its way
+		return l.release(p)
+	}
+	return floodgate.Decision{}, l.late(ctx, key, callers)
+}
+
+// late is the error of a caller that stopped waiting for key: its
+// context's error when that ended the wait, otherwise outOfTime's.
+func (l *Limiter) late(ctx context.Context, key string, callers bool) error {
+	err := ctx.Err()
+	if err == nil {
+		err = l.outOfTime(callers)
+	}
+	return fmt.Errorf("redisstore: key %q: %w", key, err)
+}
+
+// outOfTime is why a call that reached its deadline failed: the caller's
+// context.DeadlineExceeded when the deadline was its context's (callers),
+// even if the context's own timer has not fired yet; otherwise the store's
+// timeout, which wraps floodgate.ErrStoreUnavailable.
+func (l *Limiter) outOfTime(callers bool) error {
+	if callers {
+		return context.DeadlineExceeded
+	}
+	return l.timedOut
 }
 
 // inFlightLimit is how many batches may be on the wire: maxInFlight while
 // batches are small (few callers: send at once, as without batching), two
 // once they grow (many callers: let requests gather, so that each call
-// carries more of them and costs Redis less per decision). The caller
-// holds mu.
+// carries more of them and costs Redis less per decision); with MaxBatch 1,
+// maxInFlightUnbatched. The caller holds mu.
 func (b *batcher) inFlightLimit() int {
-	if b.last >= gatherAbove {
+	switch {
+	case b.l.cfg.MaxBatch == 1:
+		return maxInFlightUnbatched
+	case b.last >= gatherAbove:
 		return 2
 	}
 	return maxInFlight
 }
 
+// maxInFlightUnbatched is how many calls of one request each may be on the
+// wire at once with MaxBatch 1: as many as the callers of a busy service,
+// and a bound on the goroutines a hung Redis holds.
+const maxInFlightUnbatched = 256
+
 // gatherAbove is the batch size from which requests are left to gather.
 const gatherAbove = 4
 
 // take removes the next batch from the queue and counts it in flight; the
-// caller holds mu.
+// caller holds mu. Requests whose callers have left are dropped on the way:
+// they are never sent. It returns nil when no request is left. A batch of
+// one is its request's own one-element array, so that a lone caller's
+// decision allocates no batch.
 func (b *batcher) take() []*pending {
-	n := min(len(b.queue), b.l.cfg.MaxBatch)
-	batch := make([]*pending, n)
-	copy(batch, b.queue)
-	rest := copy(b.queue, b.queue[n:])
+	n, i := 0, 0
+	for ; i < len(b.queue) && n < b.l.cfg.MaxBatch; i++ {
+		if p := b.queue[i]; p.state.Load() == abandoned {
+			b.l.recycle(p)
+		} else {
+			b.queue[n] = p
+			n++
+		}
+	}
+	var batch []*pending
+	switch n {
+	case 0:
+	case 1:
+		p := b.queue[0]
+		p.alone[0] = p
+		batch = p.alone[:]
+	default:
+		batch = slices.Clone(b.queue[:n])
+	}
+	rest := copy(b.queue, b.queue[i:])
 	clear(b.queue[rest:])
 	b.queue = b.queue[:rest]
-	b.flying++
-	b.last = n
+	if batch != nil {
+		b.flying++
+		b.last = n
+	}
 	return batch
+}
+
+// job is a batch to send, and its batcher.
+type job struct {
+	b     *batcher
+	batch []*pending
+}
+
+// senderIdle is how long a sender waits for another batch before it ends.
+const senderIdle = time.Second
+
+// dispatch hands a batch to an idle sender, or starts one: senders are
+// reused, so that sending a batch costs no goroutine and no allocation
+// once there are as many as batches in flight.
+func (l *Limiter) dispatch(b *batcher, batch []*pending) {
+	select {
+	case l.work <- job{b, batch}:
+	default:
+		go l.sender(job{b, batch})
+	}
+}
+
+// sender sends j's batches, then the batches handed to it while idle,
+// until it has been idle for senderIdle or the Limiter is closed.
+func (l *Limiter) sender(j job) {
+	idle := time.NewTimer(senderIdle)
+	defer idle.Stop()
+	for {
+		j.b.run(j.batch)
+		idle.Reset(senderIdle)
+		select {
+		case j = <-l.work:
+		case <-idle.C:
+			return
+		case <-l.closed:
+			return
+		}
+	}
 }
 
 // run sends batches until the queue is empty.
@@ -181,31 +306,61 @@ func (b *batcher) done() []*pending {
 }
 
 // send decides one batch and hands each caller its decision. A batch of
-// one goes as the single-request script, which is the cheaper call.
+// one goes as the single-request script, which is the cheaper call. The
+// call ends when the last of its callers stops waiting.
 func (b *batcher) send(batch []*pending) {
 	l := b.l
+	deadline := latest(batch)
+	ctx, cancel := context.WithDeadlineCause(context.Background(), deadline, l.timedOut)
+	defer cancel()
 	if len(batch) == 1 {
 		p := batch[0]
-		p.d, _, p.err = l.call(context.Background(), l.scripts.single[p.c.params.Kind], p.key[len(l.cfg.KeyPrefix):], singleArgs(l.now(), p.c, p.cost, l.slack))
-		p.done <- struct{}{}
+		p.d, _, p.err = l.call(ctx, l.scripts.single[p.c.params.Kind], p.key[len(l.cfg.KeyPrefix):], singleArgs(l.now(), p.c, p.cost, l.slack))
+		l.answer(p, deadline)
 		return
 	}
 	keys, args := batchCall(l.now(), l.slack, batch)
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
 	reply, err := b.script.Exec(ctx, l.client, keys, args).AsIntSlice()
-	cancel()
 	width := manyReplyWidth(batch[0].c.params.Kind)
 	if err == nil && len(reply) != width*len(batch)+1 {
 		err = fmt.Errorf("redisstore: script replied %d values for %d requests, want %d", len(reply), len(batch), width*len(batch)+1)
 	}
 	for i, p := range batch {
 		if err != nil {
-			p.err = l.storeError(context.Background(), p.key[len(l.cfg.KeyPrefix):], err)
+			p.err = l.storeError(ctx, p.key[len(l.cfg.KeyPrefix):], err)
 		} else {
 			p.d, _, p.err = decision(manyDecision(reply, i, width, p.c.params.Limit()))
 		}
-		p.done <- struct{}{}
+		l.answer(p, deadline)
 	}
+}
+
+// latest is the last deadline of a batch's callers.
+func latest(batch []*pending) time.Time {
+	t := batch[0].deadline
+	for _, p := range batch[1:] {
+		if p.deadline.After(t) {
+			t = p.deadline
+		}
+	}
+	return t
+}
+
+// answer hands a request's outcome to its caller, or recycles the request
+// if its caller has left. Either way the batch is done with p. A failure
+// once the batch's deadline has passed (the last of its callers') is that
+// deadline's, whatever the client library made of it first (a socket
+// deadline, a dial timing out): the caller gets the error its own timer
+// would have given it.
+func (l *Limiter) answer(p *pending, deadline time.Time) {
+	if p.err != nil && !time.Now().Before(deadline) {
+		p.err = l.late(context.Background(), p.key[len(l.cfg.KeyPrefix):], p.callers)
+	}
+	if p.state.CompareAndSwap(waiting, answered) {
+		p.done <- struct{}{}
+		return
+	}
+	l.recycle(p)
 }
 
 // batchCall is the KEYS and ARGV of many.lua for a batch: the limits are
@@ -283,12 +438,18 @@ func manyDecision(reply []int64, i, width int, limit int64) []int64 {
 	return []int64{v[0] & 1, limit, v[0] >> 1, v[1], v[2], delay, reply[len(reply)-1]}
 }
 
-// release returns a pending request's outcome and the pending itself to
-// the pool: a caller that waited to the end (one that gave up leaves its
-// pending to the batch still writing to it).
+// release returns an answered request's outcome, and the pending to the
+// pool.
 func (l *Limiter) release(p *pending) (floodgate.Decision, error) {
 	d, err := p.d, p.err
-	*p = pending{done: p.done}
-	l.pendings.Put(p)
+	l.recycle(p)
 	return d, err
+}
+
+// recycle puts a pending back in the pool, its done channel empty and its
+// timer stopped, by whoever owns it last (see pending.state).
+func (l *Limiter) recycle(p *pending) {
+	p.key, p.c, p.cost, p.callers, p.d, p.err, p.alone[0] = "", nil, 0, false, floodgate.Decision{}, nil, nil
+	p.state.Store(waiting)
+	l.pendings.Put(p)
 }

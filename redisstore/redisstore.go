@@ -11,9 +11,16 @@
 // Cluster both work; scripts reach every node by EVALSHA with an EVAL
 // fallback.
 //
-// A store that cannot answer within Config.Timeout yields an error wrapping
-// floodgate.ErrStoreUnavailable; wrap the Limiter with a failure policy
-// (package failover) to decide what such requests get.
+// Every call returns within Config.Timeout (or its context's deadline, if
+// sooner), plus the time the machine takes to run the caller again: the
+// caller waits on its own timer while the calls to Redis run on other
+// goroutines, so neither a hung server, a dial, a full pipeline nor a batch
+// in flight can hold it longer. A store that cannot answer in time yields
+// an error wrapping floodgate.ErrStoreUnavailable; wrap the Limiter with a
+// failure policy (package failover) to decide what such requests get. A
+// request abandoned at its deadline may still have been counted by Redis
+// (it was on the wire), never twice: an outage errs towards admitting
+// less.
 package redisstore
 
 import (
@@ -51,7 +58,9 @@ type Config struct {
 	Clock      floodgate.Clock
 	ClockSlack time.Duration // default 1 minute; only with Clock
 
-	// Timeout bounds one decision, the round trip included (default 50ms).
+	// Timeout bounds every call (AllowN, AllowAll, Adjust), from the
+	// caller's side: queueing, dialing and the round trip included
+	// (default 50ms).
 	Timeout time.Duration
 	// DialTimeout bounds connecting (default 1s).
 	DialTimeout time.Duration
@@ -84,9 +93,13 @@ type Limiter struct {
 	slack   string // TTL slack in ms, as sent to the scripts
 	cluster bool
 
-	batchers [algo.SlidingWindow + 1]*batcher // standalone: one per algorithm
-	slots    []atomic.Pointer[slotBatchers]   // cluster: per hash slot
-	pendings sync.Pool                        // of *pending, each with its done channel
+	batchers  [algo.SlidingWindow + 1]*batcher // standalone: one per algorithm
+	slots     []atomic.Pointer[slotBatchers]   // cluster: per hash slot
+	pendings  sync.Pool                        // of *pending, each with its done channel and timer
+	timedOut  error                            // no answer within Timeout: wraps floodgate.ErrStoreUnavailable
+	work      chan job                         // batches handed to idle senders
+	closed    chan struct{}                    // closed by Close: idle senders end
+	closeOnce sync.Once
 }
 
 // New connects to Redis. It fails if no address answers within DialTimeout.
@@ -114,7 +127,9 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("redisstore: connecting to %v: %w: %w", cfg.Addrs, floodgate.ErrStoreUnavailable, err)
 	}
 	l := &Limiter{client: client, cfg: cfg, scripts: loadScripts(), cluster: client.Mode() == rueidis.ClientModeCluster}
-	l.pendings.New = func() any { return &pending{done: make(chan struct{}, 1)} }
+	l.pendings.New = newPending
+	l.work, l.closed = make(chan job), make(chan struct{})
+	l.timedOut = fmt.Errorf("%w: no answer within %s: %w", floodgate.ErrStoreUnavailable, cfg.Timeout, context.DeadlineExceeded)
 	for k := range l.batchers {
 		l.batchers[k] = &batcher{l: l, script: l.scripts.many[k]}
 	}
@@ -159,7 +174,8 @@ func multiplex(connections int) int {
 }
 
 // HonorsDeadline reports that every call returns by its context's deadline
-// (rueidis abandons the wait, never the pipeline), so a failure policy may
+// (or Timeout, if sooner) on its own: the caller waits on its own timer,
+// while the calls to Redis run on other goroutines. So a failure policy may
 // call the Limiter on the caller's goroutine (see failover.DeadlineAware).
 func (l *Limiter) HonorsDeadline() bool { return true }
 
@@ -171,32 +187,78 @@ func (l *Limiter) Client() rueidis.Client { return l.client }
 // KeyPrefix is the prefix of every key the Limiter writes.
 func (l *Limiter) KeyPrefix() string { return l.cfg.KeyPrefix }
 
-// Close closes the connections.
-func (l *Limiter) Close() { l.client.Close() }
+// Close closes the connections and ends the goroutines that send batches.
+func (l *Limiter) Close() {
+	l.closeOnce.Do(func() { close(l.closed) })
+	l.client.Close()
+}
 
-// AllowN implements floodgate.Limiter.
+// AllowN implements floodgate.Limiter. It returns by ctx's deadline or
+// Timeout, whichever is first, whatever Redis is doing; when the store is
+// the reason, the error wraps floodgate.ErrStoreUnavailable. A decision
+// abandoned at its deadline may still have been counted by Redis (its
+// request was on the wire), never twice: so an outage errs towards
+// admitting less, never more.
 func (l *Limiter) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
 	c, err := l.prepare(key, limit, cost)
 	if err != nil {
 		return floodgate.Decision{}, err
 	}
-	if l.cfg.MaxBatch > 1 {
-		full := l.cfg.KeyPrefix + key
-		return l.batcherFor(c, full).decide(ctx, full, c, cost)
-	}
-	d, _, err := l.call(ctx, l.scripts.single[c.params.Kind], key, singleArgs(l.now(), c, cost, l.slack))
-	return d, err
+	full := l.cfg.KeyPrefix + key
+	return l.batcherFor(c, full).decide(ctx, full, c, cost)
 }
 
-// call runs a one-key script within the timeout and reads its decision.
+// call runs a one-key script on ctx, which bounds it, and reads its
+// decision.
 func (l *Limiter) call(ctx context.Context, script *rueidis.Lua, key string, args []string) (floodgate.Decision, int64, error) {
-	callCtx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	reply, err := script.Exec(callCtx, l.client, []string{l.cfg.KeyPrefix + key}, args).AsIntSlice()
+	reply, err := script.Exec(ctx, l.client, []string{l.cfg.KeyPrefix + key}, args).AsIntSlice()
 	if err != nil {
 		return floodgate.Decision{}, 0, l.storeError(ctx, key, err)
 	}
 	return decision(reply)
+}
+
+// within runs call on a goroutine of its own, with a context that ends at
+// the caller's deadline (ctx's, or Timeout from now), and waits for it on
+// the caller's side until then: like a decision, a call that is not one
+// (AllowAll, Adjust) returns by its deadline whatever Redis and the client
+// library are doing. The goroutine ends when call returns, which it does by
+// the same deadline unless the client library holds it (a dial): it then
+// ends when the library lets go.
+func within[T any](l *Limiter, ctx context.Context, key string, call func(context.Context) (T, error)) (T, error) {
+	deadline, callers := l.deadline(ctx)
+	callCtx, cancel := context.WithDeadlineCause(ctx, deadline, l.timedOut)
+	done := make(chan outcome[T], 1)
+	go func() {
+		defer cancel()
+		v, err := call(callCtx)
+		done <- outcome[T]{v, err}
+	}()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case o := <-done:
+		if o.err == nil || time.Now().Before(deadline) {
+			return o.v, o.err
+		}
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	select {
+	case o := <-done: // an answer that raced the deadline is still the answer
+		if o.err == nil {
+			return o.v, nil
+		}
+	default:
+	}
+	// A failure at the deadline is the deadline's, as in answer.
+	var zero T
+	return zero, l.late(ctx, key, callers)
+}
+
+type outcome[T any] struct {
+	v   T
+	err error
 }
 
 // prepare validates a request and compiles its limit.
@@ -242,12 +304,17 @@ func (l *Limiter) storeError(ctx context.Context, key string, err error) error {
 
 // StoreError classifies the error of a call to Redis made on ctx, for
 // every part of Floodgate that keeps state there: the caller giving up
-// (ctx done) is the caller's error; Redis answering with an error is a
-// defect, reported as is; no answer in time is the store being
-// unavailable, and wraps floodgate.ErrStoreUnavailable. what names the call
-// at the start of the message.
+// (ctx done) is the caller's error, unless ctx ended with a cause that
+// wraps floodgate.ErrStoreUnavailable (the store's own timeout), which is
+// returned; Redis answering with an error is a defect, reported as is; no
+// answer in time is the store being unavailable, and wraps
+// floodgate.ErrStoreUnavailable. what names the call at the start of the
+// message.
 func StoreError(ctx context.Context, what string, err error) error {
 	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, floodgate.ErrStoreUnavailable) {
+			return fmt.Errorf("%s: %w", what, cause)
+		}
 		return fmt.Errorf("%s: %w", what, ctx.Err())
 	}
 	if _, ok := rueidis.IsRedisErr(err); ok {

@@ -3,14 +3,18 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/conformance"
 	"github.com/floodgate-io/floodgate/internal/testkit"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
 
@@ -161,15 +165,17 @@ func TestScriptsReloadAfterFlush(t *testing.T) {
 
 func TestUnreachableStoreIsUnavailable(t *testing.T) {
 	srv := testkit.StartServer(t)
-	l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}, Timeout: 100 * time.Millisecond})
+	const timeout = 100 * time.Millisecond
+	l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}, Timeout: timeout})
 	srv.Kill()
+	probe := timing.StartProbe(t)
 	start := time.Now()
 	_, err := l.AllowN(ctx, "k", floodgate.PerSecond(1), 1)
 	if !errors.Is(err, floodgate.ErrStoreUnavailable) {
 		t.Fatalf("error %v, want one wrapping ErrStoreUnavailable", err)
 	}
-	if waited := time.Since(start); waited > time.Second {
-		t.Fatalf("waited %v with a 100ms timeout", waited)
+	if waited := time.Since(start); probe.Over(start, waited, timeout) > timing.Slack {
+		t.Fatalf("waited %v with a %v timeout (the scheduler was late %v)", waited, timeout, probe.Late(start, start.Add(waited)))
 	}
 	srv.Restart(t)
 	deadline := time.Now().Add(5 * time.Second)
@@ -183,50 +189,130 @@ func TestUnreachableStoreIsUnavailable(t *testing.T) {
 	}
 }
 
-func TestCallerCancellationIsNotUnavailability(t *testing.T) {
+// Every call returns by its deadline, Timeout or its context's, from
+// the caller's side, whatever the server does: here it is stopped
+// (SIGSTOP) with a connection open, so nothing answers and every request
+// after the first few queues behind calls in flight. Past the store's own
+// timeout the error wraps ErrStoreUnavailable; at the caller's deadline it
+// is the caller's context.DeadlineExceeded (unless the store failed
+// before: a connection that a timed-out call broke fails the next ones at
+// once).
+func TestCallsReturnByTheirDeadline(t *testing.T) {
 	srv := testkit.StartServer(t)
-	l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}})
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	_, err := l.AllowN(cancelled, "k", floodgate.PerSecond(1), 1)
-	if !errors.Is(err, context.Canceled) || errors.Is(err, floodgate.ErrStoreUnavailable) {
-		t.Fatalf("error %v", err)
+	const timeout, callersDeadline = 100 * time.Millisecond, 40 * time.Millisecond
+	limit := floodgate.PerSecond(1_000_000)
+	calls := []struct {
+		name     string
+		maxBatch int
+		call     func(*redisstore.Limiter, context.Context, string) error
+	}{
+		{"AllowN", 0, func(l *redisstore.Limiter, ctx context.Context, key string) error {
+			_, err := l.AllowN(ctx, key, limit, 1)
+			return err
+		}},
+		{"AllowN unbatched", 1, func(l *redisstore.Limiter, ctx context.Context, key string) error {
+			_, err := l.AllowN(ctx, key, limit, 1)
+			return err
+		}},
+		{"AllowAll", 0, func(l *redisstore.Limiter, ctx context.Context, key string) error {
+			_, err := l.AllowAll(ctx, []floodgate.Request{{Key: key, Limit: limit, Cost: 1}, {Key: key + ":b", Limit: limit, Cost: 1}})
+			return err
+		}},
+		{"Adjust", 0, func(l *redisstore.Limiter, ctx context.Context, key string) error {
+			return l.Adjust(ctx, key, limit, -1)
+		}},
+	}
+	probe := timing.StartProbe(t)
+	for _, c := range calls {
+		for _, own := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/own timeout %v", c.name, own), func(t *testing.T) {
+				l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}, Timeout: timeout, MaxBatch: c.maxBatch})
+				if err := c.call(l, ctx, "warm"); err != nil { // connected, scripts loaded
+					t.Fatal(err)
+				}
+				srv.Pause(t)
+				defer srv.Resume(t)
+				var callers atomic.Int64 // errors that are the caller's deadline
+				var wg sync.WaitGroup
+				for g := range 16 {
+					wg.Go(func() {
+						cctx, bound := ctx, timeout
+						if !own {
+							var cancel context.CancelFunc
+							cctx, cancel = context.WithTimeout(ctx, callersDeadline)
+							defer cancel()
+							bound = callersDeadline
+						}
+						start := time.Now()
+						err := c.call(l, cctx, "k"+strconv.Itoa(g))
+						took := time.Since(start)
+						unavailable := errors.Is(err, floodgate.ErrStoreUnavailable)
+						if !unavailable && (own || !errors.Is(err, context.DeadlineExceeded)) {
+							t.Errorf("error %v; want one wrapping ErrStoreUnavailable, or the caller's context.DeadlineExceeded at its deadline", err)
+						}
+						if !unavailable {
+							callers.Add(1)
+						}
+						if over := probe.Over(start, took, bound); over > timing.Slack {
+							t.Errorf("took %v with a deadline %v away: %v over it and the scheduler's lateness then (%v)",
+								took, bound, over, probe.Late(start, start.Add(took)))
+						}
+					})
+				}
+				wg.Wait()
+				if !own && callers.Load() == 0 {
+					t.Errorf("no call ended with its caller's deadline")
+				}
+			})
+		}
 	}
 }
 
-// Across cluster slots a batch is taken in order and refunded on denial;
-// with a common hash tag it is one atomic script.
-func TestClusterBatches(t *testing.T) {
+// A batch across cluster nodes that its caller's deadline cuts off (one
+// node hangs) returns by that deadline, and still gives back what it took
+// on the other node: the refund has a timeout of its own.
+func TestClusterBatchCutOffGivesBack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-master cluster")
 	}
 	c := testkit.StartCluster(t, 3)
-	clock := floodgate.NewManualClock(time.Now())
-	l := newLimiter(t, redisstore.Config{Addrs: c.Addrs(), Clock: clock, Timeout: 5 * time.Second})
-	for _, tc := range []struct{ name, a, b string }{
-		{"different slots", "tenant:1", "user:1"},
-		{"one hash tag", "{t1}:tenant", "{t1}:user"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			for _, a := range floodgate.Algorithms() {
-				tenant := floodgate.Limit{Algorithm: a, Rate: 10, Period: time.Minute}
-				user := floodgate.Limit{Algorithm: a, Rate: 2, Period: time.Minute}
-				ka, kb := tc.a+string(a), tc.b+string(a)
-				batch := []floodgate.Request{{Key: ka, Limit: tenant, Cost: 1}, {Key: kb, Limit: user, Cost: 1}}
-				for i := 0; i < 2; i++ {
-					if ds, err := l.AllowAll(ctx, batch); err != nil || !floodgate.Allowed(ds) {
-						t.Fatalf("%s call %d: %+v, %v", a, i, ds, err)
-					}
-				}
-				ds, err := l.AllowAll(ctx, batch)
-				if err != nil || floodgate.Allowed(ds) || ds[0].RetryAfter != 0 || ds[1].RetryAfter <= 0 {
-					t.Fatalf("%s: third call should be denied by the user limit alone: %+v, %v", a, ds, err)
-				}
-				if d, _ := l.AllowN(ctx, ka, tenant, 0); d.Remaining != 8 {
-					t.Fatalf("%s: tenant remaining %d after a denied batch, want 8 (refunded)", a, d.Remaining)
-				}
-			}
-		})
+	l := newLimiter(t, redisstore.Config{Addrs: c.Addrs(), Timeout: 200 * time.Millisecond})
+	limit := floodgate.PerMinute(10)
+	ka, kb := "cut:a", ""
+	for i := 0; kb == ""; i++ {
+		if k := "cut:b" + strconv.Itoa(i); c.NodeForKey(t, k) != c.NodeForKey(t, ka) {
+			kb = k
+		}
+	}
+	for _, k := range []string{ka, kb} { // connected, scripts loaded
+		if _, err := l.AllowN(ctx, k, limit, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hung := c.NodeForKey(t, kb)
+	hung.Pause(t)
+	defer hung.Resume(t)
+	probe := timing.StartProbe(t)
+	const callersDeadline = 100 * time.Millisecond
+	cctx, cancel := context.WithTimeout(ctx, callersDeadline)
+	defer cancel()
+	start := time.Now()
+	_, err := l.AllowAll(cctx, []floodgate.Request{{Key: ka, Limit: limit, Cost: 1}, {Key: kb, Limit: limit, Cost: 1}})
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v, want the caller's deadline", err)
+	}
+	if over := probe.Over(start, took, callersDeadline); over > timing.Slack {
+		t.Errorf("took %v with a deadline %v away (the scheduler was late %v)", took, callersDeadline, probe.Late(start, start.Add(took)))
+	}
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		d, err := l.AllowN(ctx, ka, limit, 0)
+		if err == nil && d.Remaining == limit.Rate {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still has %d of %d left (%v): what the batch took was not given back", ka, d.Remaining, limit.Rate, err)
+		}
 	}
 }
 
