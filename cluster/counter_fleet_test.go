@@ -123,32 +123,39 @@ func (f *counterFleet) play(t *testing.T, key string, r counterRun) counterResul
 			win = &counterWindow{arrivedAt: make([]int64, n)}
 			res.windows[w] = win
 		}
-		for more := true; more; {
-			more = false
-			for i, node := range f.nodes {
-				if left[i] == 0 {
-					continue
-				}
-				left[i]--
-				more = true
-				d, err := node.AllowN(ctx, key, r.limit, 1)
-				if err != nil {
-					t.Fatalf("step %d node %d: %v", s, i, err)
-				}
-				res.decisions++
-				win.arrived++
-				win.arrivedAt[i]++
-				if d.Allowed {
-					win.admitted++
-					win.lastNode = i
-				} else {
-					win.denied++
-				}
+		counterTakeTurns(left, func(i int) {
+			d, err := f.nodes[i].AllowN(ctx, key, r.limit, 1)
+			if err != nil {
+				t.Fatalf("step %d node %d: %v", s, i, err)
 			}
-		}
+			res.decisions++
+			win.arrived++
+			win.arrivedAt[i]++
+			if d.Allowed {
+				win.admitted++
+				win.lastNode = i
+			} else {
+				win.denied++
+			}
+		})
 		f.clock.Advance(r.step)
 	}
 	return res
+}
+
+// counterTakeTurns sends the requests left[i] of each node i, one per node
+// in turn, so that no node is favoured by the order.
+func counterTakeTurns(left []int64, send func(i int)) {
+	for more := true; more; {
+		more = false
+		for i := range left {
+			if left[i] > 0 {
+				left[i]--
+				more = true
+				send(i)
+			}
+		}
+	}
 }
 
 // counterSameWindows reports whether two runs admitted and denied the same

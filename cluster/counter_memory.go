@@ -18,9 +18,15 @@ type MemoryCounter struct {
 	clock floodgate.Clock
 
 	mu    sync.Mutex
-	keys  map[counterMemoryKey]*counterWindows
+	keys  map[counterMemoryKey]*counterMemoryEntry
 	swept int // len(keys) after the last sweep
 	down  bool
+}
+
+// counterMemoryEntry is one key's counts: the sums, and each node's.
+type counterMemoryEntry struct {
+	sums  counterWindows
+	nodes map[string]*counterWindows
 }
 
 type counterMemoryKey struct {
@@ -33,7 +39,7 @@ func NewMemoryCounter(clock floodgate.Clock) (*MemoryCounter, error) {
 	if clock == nil {
 		return nil, errors.New("cluster: NewMemoryCounter needs a clock")
 	}
-	return &MemoryCounter{clock: clock, keys: map[counterMemoryKey]*counterWindows{}}, nil
+	return &MemoryCounter{clock: clock, keys: map[counterMemoryKey]*counterMemoryEntry{}}, nil
 }
 
 // SetUnavailable makes every later Add fail with an error wrapping
@@ -61,25 +67,49 @@ func (m *MemoryCounter) Add(ctx context.Context, adds []CounterAdd) ([]CounterRe
 	}
 	reads := make([]CounterRead, len(adds))
 	for i, a := range adds {
-		period := int64(a.Period / time.Microsecond)
-		c := m.windows(counterMemoryKey{a.Key, period})
-		c.advance(now, period)
-		c.add(a.Window, a.Delta)
-		c.add(a.Window-1, a.PrevDelta)
-		reads[i] = CounterRead{Now: now, Window: c.window, Current: c.current, Previous: c.previous}
+		k := counterMemoryKey{a.Key, int64(a.Period / time.Microsecond)}
+		e, ok := m.keys[k]
+		if !ok {
+			e = &counterMemoryEntry{sums: counterWindows{window: -1 << 62}, nodes: map[string]*counterWindows{}}
+			m.keys[k] = e
+		}
+		var gone bool
+		reads[i], gone = e.merge(now, k.period, a)
+		if gone {
+			delete(m.keys, k)
+		}
 	}
 	m.sweep(now)
 	return reads, nil
 }
 
-// windows returns a key's counts, creating them empty.
-func (m *MemoryCounter) windows(k counterMemoryKey) *counterWindows {
-	c, ok := m.keys[k]
+// merge applies one add at the store's time now, as lua/counter_add.lua
+// does; gone reports that the key holds nothing any more and goes.
+func (e *counterMemoryEntry) merge(now, period int64, a CounterAdd) (r CounterRead, gone bool) {
+	w := max(counterWindowOf(now, period), e.sums.window)
+	rolled := w > e.sums.window
+	e.sums.roll(w)
+	n, ok := e.nodes[a.Node]
 	if !ok {
-		c = &counterWindows{window: -1 << 62}
-		m.keys[k] = c
+		n = &counterWindows{window: w}
+		e.nodes[a.Node] = n
 	}
-	return c
+	n.roll(w)
+	counterMerge(&e.sums, n, a.Window, a.Count)
+	counterMerge(&e.sums, n, a.Window-1, a.PrevCount)
+	r = CounterRead{Now: now, Window: w, Current: e.sums.current, Previous: e.sums.previous,
+		Own: n.current, OwnPrevious: n.previous}
+	if rolled {
+		if e.sums.current == 0 && e.sums.previous == 0 {
+			return r, true
+		}
+		for name, n := range e.nodes { // counts no decision reads any more
+			if n.window < w-1 {
+				delete(e.nodes, name)
+			}
+		}
+	}
+	return r, false
 }
 
 // sweep drops the keys whose both windows are over, as Redis expires them,
@@ -88,8 +118,8 @@ func (m *MemoryCounter) sweep(now int64) {
 	if len(m.keys) < 2*max(m.swept, 64) {
 		return
 	}
-	for k, c := range m.keys {
-		if counterWindowOf(now, k.period) > c.window+1 {
+	for k, e := range m.keys {
+		if counterWindowOf(now, k.period) > e.sums.window+1 {
 			delete(m.keys, k)
 		}
 	}

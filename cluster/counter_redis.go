@@ -30,9 +30,11 @@ type RedisCounterConfig struct {
 	// Client is the connection to Redis, standalone or Cluster; share the
 	// one of a redisstore.Limiter with its Client method. Required.
 	Client rueidis.Client
-	// KeyPrefix is put before every key: a key k of period P lives at
-	// KeyPrefix + "{" + k + "}:" + P in microseconds. The braces are a
-	// hash tag, so all of k's counters share one Redis Cluster slot.
+	// KeyPrefix is put before every key: a key k of period P lives in a
+	// hash at KeyPrefix + "{" + k + "}:" + P + ":nodes", P in microseconds,
+	// with one field for the sums and one per node that wrote in the last
+	// two windows. The braces are a hash tag, so all of k's counters share
+	// one Redis Cluster slot.
 	KeyPrefix string
 	// Timeout bounds one Add, the whole pipelined batch (default 50ms).
 	Timeout time.Duration
@@ -45,10 +47,12 @@ type RedisCounterConfig struct {
 
 // RedisCounter is a Counter in Redis: each add is one Lua script call
 // (lua/counter_add.lua) that rolls the key's two windows on the server's
-// clock and adds the deltas atomically; the calls of one Add are pipelined
-// in a single round trip. A key expires once its current window has also
-// served as a previous one. Errors of a store that does not answer in time
-// wrap floodgate.ErrStoreUnavailable.
+// clock and merges the node's counts atomically; the calls of one Add are
+// pipelined in a single round trip. A key expires once its current window
+// has also served as a previous one. Errors of a store that does not
+// answer in time, or whose connection breaks, wrap
+// floodgate.ErrStoreUnavailable; Redis may have run some or all of the
+// batch's scripts all the same, which the Counter's merge makes harmless.
 type RedisCounter struct {
 	client  rueidis.Client
 	prefix  string
@@ -108,13 +112,13 @@ func (r *RedisCounter) Add(ctx context.Context, adds []CounterAdd) ([]CounterRea
 	reads := make([]CounterRead, len(adds))
 	for i, res := range results {
 		v, err := res.AsIntSlice()
-		if err == nil && len(v) != 4 {
-			err = fmt.Errorf("script replied %d values, want 4", len(v))
+		if err == nil && len(v) != 6 {
+			err = fmt.Errorf("script replied %d values, want 6", len(v))
 		}
 		if err != nil {
 			return nil, r.storeError(ctx, adds[i].Key, err)
 		}
-		reads[i] = CounterRead{Now: v[0], Window: v[1], Current: v[2], Previous: v[3]}
+		reads[i] = CounterRead{Now: v[0], Window: v[1], Current: v[2], Previous: v[3], Own: v[4], OwnPrevious: v[5]}
 	}
 	return reads, nil
 }
@@ -128,9 +132,9 @@ func (r *RedisCounter) commands(adds []CounterAdd, bySHA bool) rueidis.Commands 
 	cmds := make(rueidis.Commands, 0, len(adds))
 	for _, a := range adds {
 		period := strconv.FormatInt(int64(a.Period/time.Microsecond), 10)
-		key := r.prefix + "{" + a.Key + "}:" + period
-		args := []string{now, period, strconv.FormatInt(a.Window, 10),
-			strconv.FormatInt(a.Delta, 10), strconv.FormatInt(a.PrevDelta, 10), r.slack}
+		key := r.prefix + "{" + a.Key + "}:" + period + ":nodes"
+		args := []string{now, period, a.Node, strconv.FormatInt(a.Window, 10),
+			strconv.FormatInt(a.Count, 10), strconv.FormatInt(a.PrevCount, 10), r.slack}
 		if bySHA {
 			cmds = append(cmds, r.client.B().Evalsha().Sha1(counterAddSHA).Numkeys(1).Key(key).Arg(args...).Build())
 		} else {

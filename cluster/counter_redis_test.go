@@ -41,7 +41,8 @@ func counterNewRedis(t *testing.T, cfg cluster.RedisCounterConfig) *cluster.Redi
 
 // counterGenBatch draws a batch of adds around the current window: keys
 // from a small set, a few periods, windows from three before to one after
-// the current one, small deltas.
+// the current one, three nodes, small counts (a count below what the node
+// sent before exercises the merge).
 func counterGenBatch(t *rapid.T, now time.Time) []cluster.CounterAdd {
 	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, time.Second}
 	n := rapid.IntRange(1, 6).Draw(t, "adds")
@@ -52,9 +53,10 @@ func counterGenBatch(t *rapid.T, now time.Time) []cluster.CounterAdd {
 		adds[i] = cluster.CounterAdd{
 			Key:       rapid.SampledFrom([]string{"a", "b", "user:{42}"}).Draw(t, "key"),
 			Period:    period,
+			Node:      rapid.SampledFrom([]string{"n1", "n2", "n3"}).Draw(t, "node"),
 			Window:    w + rapid.Int64Range(-3, 1).Draw(t, "window"),
-			Delta:     rapid.Int64Range(0, 5).Draw(t, "delta"),
-			PrevDelta: rapid.Int64Range(0, 2).Draw(t, "prev"),
+			Count:     rapid.Int64Range(0, 20).Draw(t, "count"),
+			PrevCount: rapid.Int64Range(0, 10).Draw(t, "prev"),
 		}
 	}
 	return adds
@@ -97,11 +99,11 @@ func TestRedisCounterAgreesWithMemory(t *testing.T) {
 func TestRedisCounterKeyLayoutAndExpiry(t *testing.T) {
 	srv := testkit.StartServer(t)
 	c := counterNewRedis(t, cluster.RedisCounterConfig{Client: counterRedisClient(t, srv.Addr()), KeyPrefix: "fg:"})
-	read := counterAdd(t, c, cluster.CounterAdd{Key: "user:1", Period: 10 * time.Second, Window: 0})[0]
+	read := counterAdd(t, c, cluster.CounterAdd{Key: "user:1", Period: 10 * time.Second, Node: "n1", Window: 0})[0]
 	if srv.Do(t, "DBSIZE") != "0" {
 		t.Fatal("a read created a key")
 	}
-	read = counterAdd(t, c, cluster.CounterAdd{Key: "user:1", Period: 10 * time.Second, Window: read.Window, Delta: 2})[0]
+	read = counterAdd(t, c, cluster.CounterAdd{Key: "user:1", Period: 10 * time.Second, Node: "n1", Window: read.Window, Count: 2})[0]
 	if read.Current != 2 {
 		t.Fatalf("read %+v", read)
 	}
@@ -109,9 +111,11 @@ func TestRedisCounterKeyLayoutAndExpiry(t *testing.T) {
 	if now := time.Now().UnixMicro(); read.Now < now-5e6 || read.Now > now+5e6 || read.Window != read.Now/10e6 {
 		t.Fatalf("store time %d, window %d; local time %d", read.Now, read.Window, now)
 	}
-	key := "fg:{user:1}:10000000"
-	if got, want := srv.Do(t, "GET", key), fmt.Sprintf("%d:2:0", read.Window); got != want {
-		t.Fatalf("GET %s = %q, want %q", key, got, want)
+	key := "fg:{user:1}:10000000:nodes"
+	for field, want := range map[string]string{"=": fmt.Sprintf("%d:2:0", read.Window), "n:n1": fmt.Sprintf("%d:2:0", read.Window)} {
+		if got := srv.Do(t, "HGET", key, field); got != want {
+			t.Fatalf("HGET %s %s = %q, want %q", key, field, got, want)
+		}
 	}
 	ttl, _ := strconv.ParseInt(srv.Do(t, "PTTL", key), 10, 64)
 	want := ((read.Window+2)*10e6 - read.Now) / 1000
@@ -124,11 +128,13 @@ func TestRedisCounterKeyLayoutAndExpiry(t *testing.T) {
 func TestRedisCounterReloadsItsScript(t *testing.T) {
 	srv := testkit.StartServer(t)
 	c := counterNewRedis(t, cluster.RedisCounterConfig{Client: counterRedisClient(t, srv.Addr())})
-	add := cluster.CounterAdd{Key: "k", Period: time.Hour, Window: time.Now().Unix() / 3600, Delta: 1}
+	add := cluster.CounterAdd{Key: "k", Period: time.Hour, Node: "n1", Window: time.Now().Unix() / 3600, Count: 1}
 	counterAdd(t, c, add)
 	srv.Do(t, "SCRIPT", "FLUSH")
-	if r := counterAdd(t, c, add, add)[1]; r.Current != 3 {
-		t.Fatalf("after SCRIPT FLUSH: %+v, want 3 counted once each", r)
+	again := add
+	again.Count = 3
+	if r := counterAdd(t, c, again, add)[1]; r.Current != 3 {
+		t.Fatalf("after SCRIPT FLUSH: %+v, want 3, each add applied once", r)
 	}
 }
 
@@ -137,9 +143,9 @@ func TestRedisCounterReloadsItsScript(t *testing.T) {
 func TestRedisCounterErrors(t *testing.T) {
 	srv := testkit.StartServer(t)
 	c := counterNewRedis(t, cluster.RedisCounterConfig{Client: counterRedisClient(t, srv.Addr()), Timeout: 500 * time.Millisecond})
-	add := cluster.CounterAdd{Key: "k", Period: time.Second, Delta: 1}
+	add := cluster.CounterAdd{Key: "k", Period: time.Second, Node: "n1", Count: 1}
 
-	srv.Do(t, "SET", "{k}:1000000", "not counts")
+	srv.Do(t, "HSET", "{k}:1000000:nodes", "=", "not counts")
 	_, err := c.Add(context.Background(), []cluster.CounterAdd{add})
 	if err == nil || errors.Is(err, floodgate.ErrStoreUnavailable) || !strings.Contains(err.Error(), "holds no counts") {
 		t.Fatalf("corrupt key: got %v, want the script's error, not unavailability", err)
@@ -190,8 +196,8 @@ func TestRedisCounterCluster(t *testing.T) {
 	masters := map[int]bool{}
 	for i := range 30 {
 		key := fmt.Sprintf("tenant:%d", i)
-		masters[rc.NodeForKey(t, "{"+key+"}:1000000").Port()] = true
-		adds = append(adds, cluster.CounterAdd{Key: key, Period: time.Second, Window: w, Delta: int64(i)})
+		masters[rc.NodeForKey(t, "{"+key+"}:1000000:nodes").Port()] = true
+		adds = append(adds, cluster.CounterAdd{Key: key, Period: time.Second, Node: "n1", Window: w, Count: int64(i)})
 	}
 	if len(masters) != 3 {
 		t.Fatalf("the keys reach %d masters, want 3", len(masters))

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/rand"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -16,15 +17,14 @@ import (
 
 // counterSlot is what a node knows of one window of one key.
 type counterSlot struct {
-	total   int64 // the window's global count in the store's last reply
-	pending int64 // counted here and sent; the reply is not back yet
-	local   int64 // counted here and not sent yet
-	owed    int64 // sampled: sent amounts whose push failed, to send again
+	others int64 // the other nodes' count: the last reply's sum less this node's own part of it
+	mine   int64 // what this node admitted in the window
+	claim  int64 // sampled: this node's count as the store should hold it (1/p × each sampled cost)
 }
 
-// known is the node's best count of the window: the last global total plus
-// what it admitted since (the in-flight part included).
-func (s *counterSlot) known() int64 { return s.total + s.pending + s.local }
+// known is the node's best count of the window: what the others had
+// counted at the last reply plus all that this node admitted.
+func (s *counterSlot) known() int64 { return s.others + s.mine }
 
 // counterView is a node's view of one key (of one period): the store's
 // window it believes current, and the one before it.
@@ -39,73 +39,33 @@ type counterView struct {
 }
 
 // slot returns the slot of window w, nil when the view holds no such window.
-func (v *counterView) slot(w int64) *counterSlot {
-	switch w {
-	case v.window:
-		return &v.cur
-	case v.window - 1:
-		return &v.prev
-	}
-	return nil
-}
+func (v *counterView) slot(w int64) *counterSlot { return counterAt(v.window, &v.cur, &v.prev, w) }
 
 // roll moves the view forward to window w (never back). What was counted
 // in a window the view drops is forgotten: nothing decides on it any more.
-func (v *counterView) roll(w int64) {
-	switch {
-	case w <= v.window:
-		return
-	case w == v.window+1:
-		v.prev, v.cur = v.cur, counterSlot{}
-	default:
-		v.prev, v.cur = counterSlot{}, counterSlot{}
+func (v *counterView) roll(w int64) { counterRoll(&v.window, &v.cur, &v.prev, w) }
+
+// add returns the add that sends this node's counts of the view's two
+// windows: what it admitted (synced), or its claims (sampled).
+func (v *counterView) add(k counterViewKey, node string, claims bool) CounterAdd {
+	a := CounterAdd{Key: k.key, Period: time.Duration(k.period) * time.Microsecond, Node: node,
+		Window: v.window, Count: v.cur.mine, PrevCount: v.prev.mine}
+	if claims {
+		a.Count, a.PrevCount = v.cur.claim, v.prev.claim
 	}
-	v.window = w
+	return a
 }
 
-// counterFlight is one push of one key: in which window the node counted
-// it, and for that window and the one before, how much of the node's local
-// count moved to pending and how much was sent to the store.
-type counterFlight struct {
-	window int64
-	moved  [2]int64 // [0]: window, [1]: window−1
-	sent   [2]int64
-}
-
-// settle folds a successful reply into the view. The reply's totals
-// replace what the view knew of the store's two windows (they include
-// what was sent); what was sent for a window the reply does not report is
-// kept as part of that window's total, since the store has it.
-func (v *counterView) settle(f counterFlight, r CounterRead) {
+// settle folds a reply into the view: the others' counts of the store's
+// two windows are the sums less this node's own part. A window's counts
+// only grow, so a reply that overtook a later one never lowers them.
+func (v *counterView) settle(r CounterRead) {
 	v.roll(r.Window)
-	for i := range 2 {
-		w := f.window - int64(i)
-		s := v.slot(w)
-		if s == nil {
-			continue
-		}
-		s.pending -= f.moved[i]
-		if w != r.Window && w != r.Window-1 {
-			s.total += f.sent[i]
-		}
-	}
-	// A window's global count only grows, so a reply that overtook a
-	// later one never lowers it.
 	if s := v.slot(r.Window); s != nil {
-		s.total = max(s.total, r.Current)
+		s.others = max(s.others, r.Current-r.Own)
 	}
 	if s := v.slot(r.Window - 1); s != nil {
-		s.total = max(s.total, r.Previous)
-	}
-}
-
-// unsettle undoes a push that failed: the moved counts are local again.
-func (v *counterView) unsettle(f counterFlight) {
-	for i := range 2 {
-		if s := v.slot(f.window - int64(i)); s != nil {
-			s.pending -= f.moved[i]
-			s.local += f.moved[i]
-		}
+		s.others = max(s.others, r.Previous-r.OwnPrevious)
 	}
 }
 
@@ -155,7 +115,7 @@ func (v *counterView) decide(p *algo.Params, now, cost int64) floodgate.Decision
 	var r algo.Result
 	algo.Decide(p, &st, now, cost, &r)
 	if r.Allowed {
-		v.cur.local += cost
+		v.cur.mine += cost
 	}
 	return floodgate.Decision{
 		Allowed:    r.Allowed,
@@ -171,6 +131,12 @@ type counterViewKey struct {
 	key    string
 	period int64
 }
+
+// counterNodeName names a synced or sampled node in its Counter: 16
+// random characters (80 bits), new with each limiter, so that two nodes,
+// or a node restarted with its counts of the window still in the store,
+// never share one.
+func counterNodeName() string { return rand.Text()[:16] }
 
 // counterSystemClock is the system clock, the default of every strategy.
 type counterSystemClock struct{}

@@ -232,7 +232,7 @@ func TestSampledStoreOutage(t *testing.T) {
 	}
 	// 1 before the outage, 3 owed from it (window 0), then 1 in window 1.
 	w := counterEpoch.Unix()
-	r := counterAdd(t, counter, cluster.CounterAdd{Key: "k", Period: time.Second, Window: w + 1})[0]
+	r := counterAdd(t, counter, cluster.CounterAdd{Key: "k", Period: time.Second, Node: "reader", Window: w + 1})[0]
 	if r.Previous != 4 || r.Current != 1 {
 		t.Fatalf("counts %+v, want 4 in the outage's window and 1 after", r)
 	}

@@ -30,12 +30,14 @@ type SyncedConfig struct {
 }
 
 // Synced is the synced strategy: each node counts its admissions locally
-// and, every T, pushes them to a shared Counter and pulls the global
-// totals, deciding in between on the last total plus its own count since.
+// and, every T, sends its counts to a shared Counter and pulls the global
+// totals, deciding in between on the others' counts at the last reply plus
+// all it admitted itself.
 // It serves fixed_window and sliding_window limits. It is safe for
 // concurrent use.
 type Synced struct {
 	counter Counter
+	node    string // this node's name in the Counter: random, one per Synced
 	every   time.Duration
 	clock   floodgate.Clock
 	store   counterStoreClock
@@ -68,49 +70,54 @@ type Synced struct {
 // # Error bounds
 //
 // Let R be the limit's Rate per Period, N the nodes, T the sync interval,
-// D the round trip of a sync (send to reply) and λ_j the rate of units
-// arriving at node j. A node decides on known = the global total of its
-// last reply + what it admitted since, and admits while known + cost ≤ R.
-// The total it read misses, of every other node j, what j admitted after
-// its last push that reached the store before the read (at most T + D
-// earlier), and the node decides on that total until its next reply (at
-// most T + D later). Hence, per window, with i the node that admitted
-// last:
+// D the round trip of a round (send to reply), λ_j the rate of units
+// arriving at node j, and i the node that admitted last in a window. A node
+// decides on known = the others' count at its last reply + all it admitted
+// itself, and admits while known + cost ≤ R; its own admissions count in
+// full, so no node admits more than R in a window. Undershoot is 0 for
+// unit costs, whatever the store does: a node sends its whole count of a
+// window, not an increment, and the store keeps the largest it was sent
+// (see Counter), so a round that failed and was applied all the same is
+// not counted twice; known never exceeds the true count, and a window that
+// denied a request of cost c ends with more than R − c admitted. For
+// sliding_window the same holds for the two-window estimate. Per window:
 //
-//	overshoot  = admitted − R ≤ Σ_{j≠i} min(λ_j·(2T + D), R)
-//	                          ≤ min((N−1)·λ·(2T + D), (N−1)·R)  (every λ_j ≤ λ)
+// Store answering, D below the Counter's timeout (a RedisCounter's).
+// The total a node read misses what each other node j admitted since its
+// last round before the read, and the node decides on it until its next
+// reply:
 //
-// Here T is the time between two rounds that actually run: a round holds
-// the node's sync for its whole round trip and a background tick that
-// comes while one is in flight is skipped, so with T < D the rounds are
-// ⌈D/T⌉·T apart, and that is the T of the bound (package sim/bounds uses
-// it so). λ_j is a peak rate; with random (Poisson) arrivals use a high
-// quantile of the arrivals in 2T + D rather than the mean rate times it.
-// The R in the min is each node's own cap: its own admissions are part of
-// its known count. Undershoot is 0 for unit costs: known never exceeds the
-// true global count (pushes are never lost, only possibly counted twice
-// after a failed round, which errs towards denying), so a node denies only
-// when the true count + cost > R; a window that denied a request of cost c
-// ends with more than R − c admitted. For sliding_window the same holds for
-// the two-window estimate previous·(Period − elapsed)/Period + current.
+//	overshoot ≤ Σ_{j≠i} min(λ_j·(2T' + D), R) ≤ min((N−1)·λ·(2T' + D), (N−1)·R)
+//
+// with T' the time between two rounds: T while D ≤ T, and at most
+// ⌈D/T⌉·T beyond (a round holds the node's sync for its round trip, and a
+// tick that comes meanwhile is skipped). So the bound grows with the round
+// trip, about (N−1)·λ·3D once D > T. λ_j is a peak rate; with random
+// (Poisson) arrivals use a high quantile of the arrivals in 2T' + D.
+//
+// Store slow beyond the timeout, or rounds failing now and then. A round
+// that fails (no reply in time, a connection reset, an error) returns an
+// error wrapping the Counter's (floodgate.ErrStoreUnavailable for a store
+// that does not answer) and changes nothing: the next round sends the same
+// counts, or larger ones. The bound holds with G_i, the longest a
+// decision of node i comes after the store read the totals it decides on,
+// and G_j, the longest time between two of node j's rounds that the store
+// applied and answered (T' + D/2 and T' when every round succeeds):
+//
+//	overshoot ≤ Σ_{j≠i} min(λ_j·(G_i + G_j + D/2), R) ≤ (N−1)·R
+//
+// Store unreachable. AllowN decides on the last totals plus its own count
+// for at most T + one Period of the limit after the last successful round
+// (a round with nothing to send succeeds without a call), then fails with
+// floodgate.ErrStoreUnavailable until a round succeeds, so that a failure
+// policy (package failover; floodgate serve) decides. Until then each node
+// admits at most R per window: overshoot ≤ (N−1)·R.
 //
 // # Shared traffic
 //
 // One Counter.Add per round, one pipelined round trip carrying a script
 // call per key used in the current or previous window: per decision,
 // (keys per round)/(arrivals per T), falling as 1/(rate·T).
-//
-// # Store unavailable
-//
-// A failed round returns an error wrapping the Counter's (for a store that
-// does not answer, floodgate.ErrStoreUnavailable) and keeps the counts to
-// push in the next round. AllowN keeps deciding on the last totals plus the
-// local counts for at most T + one Period of the limit after the last
-// successful round (the round that failed was due T after it; then the node
-// has decided alone for one whole window), then fails with
-// floodgate.ErrStoreUnavailable until a round succeeds, so that a failure
-// policy (package failover) takes over. While it decides alone each node
-// knows only its own admissions: up to (N−1)·R overshoot per window.
 func NewSynced(cfg SyncedConfig) (*Synced, error) {
 	switch {
 	case cfg.Counter == nil:
@@ -118,8 +125,8 @@ func NewSynced(cfg SyncedConfig) (*Synced, error) {
 	case cfg.Interval <= 0:
 		return nil, fmt.Errorf("cluster: SyncedConfig.Interval must be positive, got %s", cfg.Interval)
 	}
-	s := &Synced{counter: cfg.Counter, every: cfg.Interval, clock: cfg.Clock, log: cfg.Logger,
-		views: counterViews{m: map[counterViewKey]*counterView{}}}
+	s := &Synced{counter: cfg.Counter, node: counterNodeName(), every: cfg.Interval,
+		clock: cfg.Clock, log: cfg.Logger, views: counterViews{m: map[counterViewKey]*counterView{}}}
 	if s.clock == nil {
 		s.clock = counterSystemClock{}
 	}
@@ -178,14 +185,15 @@ func (s *Synced) view(key string, period int64) *counterView {
 	return s.views.get(counterViewKey{key, period}, func() *counterView { return &counterView{} }, nil)
 }
 
-// Sync runs one round: it pushes what this node admitted since the last
-// round for every key in use and pulls the global totals, in one call to
-// the Counter. The background loop calls it every T; tests call it
-// directly on a virtual clock.
+// Sync runs one round: it sends this node's counts of every key in use
+// and pulls the global totals, in one call to the Counter. The background
+// loop calls it every T; tests call it directly on a virtual clock. A
+// round that fails changes nothing: the next one sends the same counts,
+// or larger ones, whether or not the store applied this one's.
 func (s *Synced) Sync(ctx context.Context) error {
 	s.round.Lock()
 	defer s.round.Unlock()
-	keys, flights, adds := s.prepare()
+	keys, adds := s.prepare()
 	sent := s.clock.Now()
 	if len(adds) == 0 {
 		s.lastOK.Store(sent.UnixMicro())
@@ -195,54 +203,41 @@ func (s *Synced) Sync(ctx context.Context) error {
 	if err == nil && len(reads) != len(adds) {
 		err = fmt.Errorf("counter replied %d reads for %d adds", len(reads), len(adds))
 	}
-	received := s.clock.Now()
-	for i, k := range keys {
-		v := s.view(k.key, k.period)
-		v.mu.Lock()
-		if err != nil {
-			v.unsettle(flights[i])
-		} else {
-			v.settle(flights[i], reads[i])
-		}
-		v.mu.Unlock()
-	}
 	if err != nil {
 		return fmt.Errorf("cluster: synced: sync of %d keys: %w", len(adds), err)
 	}
+	received := s.clock.Now()
 	s.store.learn(reads[0].Now, sent, received)
+	for i, k := range keys {
+		v := s.view(k.key, k.period)
+		v.mu.Lock()
+		v.settle(reads[i])
+		v.mu.Unlock()
+	}
 	s.lastOK.Store(received.UnixMicro())
 	return nil
 }
 
-// prepare moves every view's local counts to pending and lists what to
-// push; it forgets the views no decision used in the current or previous
-// window, whose counts no longer matter.
-func (s *Synced) prepare() ([]counterViewKey, []counterFlight, []CounterAdd) {
+// prepare lists the counts to send; it forgets the views no decision used
+// in the current or previous window, whose counts no longer matter.
+func (s *Synced) prepare() ([]counterViewKey, []CounterAdd) {
 	now := s.store.now()
 	s.views.mu.Lock()
 	defer s.views.mu.Unlock()
 	keys := make([]counterViewKey, 0, len(s.views.m))
-	flights := make([]counterFlight, 0, len(s.views.m))
 	adds := make([]CounterAdd, 0, len(s.views.m))
 	for k, v := range s.views.m {
 		v.mu.Lock()
 		v.roll(counterWindowOf(now, k.period))
-		if v.used < v.window-1 && v.cur.local == 0 && v.prev.local == 0 {
+		if v.used < v.window-1 {
 			delete(s.views.m, k)
 			v.gone = true
 			v.mu.Unlock()
 			continue
 		}
-		f := counterFlight{window: v.window, moved: [2]int64{v.cur.local, v.prev.local}}
-		f.sent = f.moved
-		v.cur.pending += v.cur.local
-		v.prev.pending += v.prev.local
-		v.cur.local, v.prev.local = 0, 0
+		adds = append(adds, v.add(k, s.node, false))
 		v.mu.Unlock()
 		keys = append(keys, k)
-		flights = append(flights, f)
-		adds = append(adds, CounterAdd{Key: k.key, Period: time.Duration(k.period) * time.Microsecond,
-			Window: f.window, Delta: f.sent[0], PrevDelta: f.sent[1]})
 	}
-	return keys, flights, adds
+	return keys, adds
 }

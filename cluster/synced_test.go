@@ -222,7 +222,7 @@ func TestSyncedStoreOutage(t *testing.T) {
 	}
 	// The window of the outage holds the 4 requests counted meanwhile.
 	w := counterEpoch.Unix()
-	r := counterAdd(t, counter, cluster.CounterAdd{Key: "k", Period: time.Second, Window: w + 1})[0]
+	r := counterAdd(t, counter, cluster.CounterAdd{Key: "k", Period: time.Second, Node: "reader", Window: w + 1})[0]
 	if r.Previous != 5 {
 		t.Fatalf("previous window holds %d, want the 1+4 admitted", r.Previous)
 	}
