@@ -62,6 +62,21 @@ type CounterRead struct {
 	Own, OwnPrevious int64
 }
 
+// counterRoundKey marks the context of a synced round's call.
+type counterRoundKey struct{}
+
+// counterInRound marks ctx as a synced round's: no request waits for it,
+// so its own deadline bounds the call, not a RedisCounter's Timeout.
+func counterInRound(ctx context.Context) context.Context {
+	return context.WithValue(ctx, counterRoundKey{}, true)
+}
+
+// counterRound reports whether ctx is a synced round's.
+func counterRound(ctx context.Context) bool {
+	round, _ := ctx.Value(counterRoundKey{}).(bool)
+	return round
+}
+
 // counterMaxKey bounds the keys a counter accepts, as redisstore does.
 const counterMaxKey = 1024
 

@@ -412,20 +412,23 @@ func (r counterFaultResult) check(t counterT, rate int64, exact bool) (worst, wo
 	return worst, worstBound
 }
 
-// The timings of the Redis tests, in wall time. A call meets a slow
-// link's latency, longer than the store timeout, and fails (applied all
-// the same). A healthy call that misses the store timeout on a busy
-// machine is a failed call like any other, which the checks allow for.
+// The timings of the Redis tests, in wall time. A request's call meets a
+// slow link's latency, longer than the store timeout, and fails (applied
+// all the same); a synced round waits for it. A healthy call that misses
+// the store timeout on a busy machine is a failed call like any other,
+// which the checks allow for.
 const (
 	counterLinkTimeout = 100 * time.Millisecond // RedisCounterConfig.Timeout
 	counterLinkLatency = 150 * time.Millisecond // of a slow link
+	counterRoundWait   = 2 * time.Second        // SyncedConfig.Timeout: far above the latency
 )
 
 // counterRedisLink is one node's connection to Redis, through a fault
 // proxy of its own, with a RedisCounter whose windows follow a virtual
 // clock. The faults, each in effect until the next set:
 //
-//	slow   replies come counterLinkLatency late: calls time out, applied
+//	slow   replies come counterLinkLatency late: a request's call times
+//	       out, applied; a round's succeeds
 //	cut    each call's connection is closed while its reply is on its way
 //	       back: a reset after Redis applied it (or, on a busy machine,
 //	       before: both happen)

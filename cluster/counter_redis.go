@@ -36,7 +36,10 @@ type RedisCounterConfig struct {
 	// two windows. The braces are a hash tag, so all of k's counters share
 	// one Redis Cluster slot.
 	KeyPrefix string
-	// Timeout bounds one Add, the whole pipelined batch (default 50ms).
+	// Timeout bounds one Add, the whole pipelined batch (default 50ms):
+	// the wait of a request that pushes (sampled). The Add of a synced
+	// round, which no request waits for, is bounded by the round's own
+	// deadline instead (SyncedConfig.Timeout).
 	Timeout time.Duration
 	// Clock, when set, supplies the time of every add instead of the
 	// server's TIME: for tests that compare with a MemoryCounter. Keys then
@@ -94,7 +97,7 @@ func (r *RedisCounter) Add(ctx context.Context, adds []CounterAdd) ([]CounterRea
 	if len(adds) == 0 {
 		return nil, nil
 	}
-	callCtx, cancel := context.WithTimeout(ctx, r.timeout)
+	callCtx, cancel := r.bound(ctx)
 	defer cancel()
 	results := r.client.DoMulti(callCtx, r.commands(adds, true)...)
 	if retry := counterNoScript(results); len(retry) > 0 {
@@ -121,6 +124,15 @@ func (r *RedisCounter) Add(ctx context.Context, adds []CounterAdd) ([]CounterRea
 		reads[i] = CounterRead{Now: v[0], Window: v[1], Current: v[2], Previous: v[3], Own: v[4], OwnPrevious: v[5]}
 	}
 	return reads, nil
+}
+
+// bound returns the context of one Add: it ends Timeout from now, unless
+// it is a synced round's, which its own deadline bounds.
+func (r *RedisCounter) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if counterRound(ctx) {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, r.timeout)
 }
 
 // commands builds one script call per add, by hash or with the source.

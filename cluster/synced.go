@@ -22,6 +22,13 @@ type SyncedConfig struct {
 	// Interval is T, the time between two sync rounds of the background
 	// loop (Start). Required, above 0.
 	Interval time.Duration
+	// Timeout bounds one round's call to the Counter (default the longer
+	// of a second and 2·Interval). No decision waits for a round, so a
+	// round outlasts a RedisCounter's own Timeout, which bounds the calls
+	// that requests wait for: a store slower than that still answers a
+	// round, and the node decides on totals as old as the round trip
+	// instead of going on alone (see NewSynced).
+	Timeout time.Duration
 	// Clock is the node's clock (nil: the system clock).
 	Clock floodgate.Clock
 	// Logger reports the failed rounds of the background loop (nil:
@@ -39,6 +46,7 @@ type Synced struct {
 	counter Counter
 	node    string // this node's name in the Counter: random, one per Synced
 	every   time.Duration
+	timeout time.Duration // bounds a round's call
 	clock   floodgate.Clock
 	store   counterStoreClock
 	log     *slog.Logger
@@ -82,7 +90,7 @@ type Synced struct {
 // denied a request of cost c ends with more than R − c admitted. For
 // sliding_window the same holds for the two-window estimate. Per window:
 //
-// Store answering, D below the Counter's timeout (a RedisCounter's).
+// Store answering, D up to SyncedConfig.Timeout (default max(1s, 2T)).
 // The total a node read misses what each other node j admitted since its
 // last round before the read, and the node decides on it until its next
 // reply:
@@ -92,11 +100,14 @@ type Synced struct {
 // with T' the time between two rounds: T while D ≤ T, and at most
 // ⌈D/T⌉·T beyond (a round holds the node's sync for its round trip, and a
 // tick that comes meanwhile is skipped). So the bound grows with the round
-// trip, about (N−1)·λ·3D once D > T. λ_j is a peak rate; with random
-// (Poisson) arrivals use a high quantile of the arrivals in 2T' + D.
+// trip, about (N−1)·λ·3D once D > T. A store slower than the store timeout
+// that requests are held to is still this case: no decision waits for a
+// round, and a round waits for its reply up to its own Timeout. λ_j is a
+// peak rate; with random (Poisson) arrivals use a high quantile of the
+// arrivals in 2T' + D.
 //
-// Store slow beyond the timeout, or rounds failing now and then. A round
-// that fails (no reply in time, a connection reset, an error) returns an
+// Store slow beyond Timeout, or rounds failing now and then. A round that
+// fails (no reply within Timeout, a connection reset, an error) returns an
 // error wrapping the Counter's (floodgate.ErrStoreUnavailable for a store
 // that does not answer) and changes nothing: the next round sends the same
 // counts, or larger ones. The bound holds with G_i, the longest a
@@ -124,9 +135,14 @@ func NewSynced(cfg SyncedConfig) (*Synced, error) {
 		return nil, errors.New("cluster: SyncedConfig.Counter is nil")
 	case cfg.Interval <= 0:
 		return nil, fmt.Errorf("cluster: SyncedConfig.Interval must be positive, got %s", cfg.Interval)
+	case cfg.Timeout < 0:
+		return nil, fmt.Errorf("cluster: SyncedConfig.Timeout must not be negative, got %s", cfg.Timeout)
 	}
-	s := &Synced{counter: cfg.Counter, node: counterNodeName(), every: cfg.Interval,
+	s := &Synced{counter: cfg.Counter, node: counterNodeName(), every: cfg.Interval, timeout: cfg.Timeout,
 		clock: cfg.Clock, log: cfg.Logger, views: counterViews{m: map[counterViewKey]*counterView{}}}
+	if s.timeout == 0 {
+		s.timeout = max(time.Second, 2*cfg.Interval)
+	}
 	if s.clock == nil {
 		s.clock = counterSystemClock{}
 	}
@@ -199,8 +215,13 @@ func (s *Synced) Sync(ctx context.Context) error {
 		s.lastOK.Store(sent.UnixMicro())
 		return nil
 	}
-	reads, err := s.counter.Add(ctx, adds)
-	if err == nil && len(reads) != len(adds) {
+	rctx, cancel := context.WithTimeout(counterInRound(ctx), s.timeout)
+	reads, err := s.counter.Add(rctx, adds)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		err = fmt.Errorf("%w: no reply within the round's timeout (%s): %w", floodgate.ErrStoreUnavailable, s.timeout, err)
+	case err == nil && len(reads) != len(adds):
 		err = fmt.Errorf("counter replied %d reads for %d adds", len(reads), len(adds))
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,11 +11,20 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 // syncedFaultFleet builds n synced nodes, each reaching counter through a
 // probe with the given faults (nil: none).
 func syncedFaultFleet(t counterT, n int, every, period time.Duration, counter cluster.Counter,
+	clock *floodgate.ManualClock, link func(i int) cluster.Counter, fault func(i int) func() counterFault) *counterFaultFleet {
+	t.Helper()
+	return syncedFaultFleetWaiting(t, n, every, period, counterRoundWait, counter, clock, link, fault)
+}
+
+// syncedFaultFleetWaiting is syncedFaultFleet with rounds that wait up to
+// wait for their replies.
+func syncedFaultFleetWaiting(t counterT, n int, every, period, wait time.Duration, counter cluster.Counter,
 	clock *floodgate.ManualClock, link func(i int) cluster.Counter, fault func(i int) func() counterFault) *counterFaultFleet {
 	t.Helper()
 	f := &counterFaultFleet{clock: clock, store: counter, stale: every + period, failsWhenStale: true}
@@ -24,7 +34,7 @@ func syncedFaultFleet(t counterT, n int, every, period time.Duration, counter cl
 		if fault != nil {
 			p.fault = fault(i)
 		}
-		s, err := cluster.NewSynced(cluster.SyncedConfig{Counter: p, Interval: every, Clock: clock})
+		s, err := cluster.NewSynced(cluster.SyncedConfig{Counter: p, Interval: every, Timeout: wait, Clock: clock})
 		if err != nil {
 			t.Fatalf("%v", err)
 		}
@@ -83,4 +93,100 @@ func TestSyncedOvershootWithFailingRounds(t *testing.T) {
 			t.Logf("worst overshoot %d (bound %d for that window)", worst, bound)
 		})
 	}
+}
+
+// On a real Redis, with each node behind a link that turns slow (replies
+// later than the store timeout), cuts calls mid-flight (applied, then the
+// connection reset), resets them before they arrive, or swallows them, the
+// fleet keeps its bound in every window with T the time between successful
+// rounds, and counts nothing twice. A slow link is no outage: its rounds
+// wait for their replies. A node whose rounds have all failed for longer
+// than T + Period fails its decisions, for the failure policy to decide.
+func TestSyncedOnSlowRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out store timeouts on a real Redis")
+	}
+	srv := testkit.StartServer(t)
+	const rate, n, stepsPerWindow, every = 60, 3, 20, 2
+	const period = time.Second
+	step := period / stepsPerWindow
+	clock := floodgate.NewManualClock(counterEpoch)
+	links := counterRedisLinks(t, srv, n, clock)
+	store := counterNewRedis(t, cluster.RedisCounterConfig{Client: counterRedisClient(t, srv.Addr()), Clock: clock, Timeout: time.Second})
+	f := syncedFaultFleet(t, n, every*step, period, store, clock, func(i int) cluster.Counter { return links[i] }, nil)
+	plan := counterFaultPlan{
+		1: {faults: []string{"slow"}},
+		2: {faults: []string{"", "cut"}},
+		3: {faults: []string{"slow", "slow", "slow"}, steps: 4},
+		4: {faults: []string{"hang", "", "reset"}, steps: 2},
+		6: {faults: []string{"cut"}},
+		7: {faults: []string{"cut"}, steps: 6}, // 26 steps: longer than T + Period
+	}
+	res := f.play(t, "api", counterFaultRun{limit: floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: rate, Period: period},
+		step: step, every: every, steps: 10 * stepsPerWindow, before: plan.before(links, stepsPerWindow),
+		arrivals: func(_, _ int) int64 { return 2 }})
+	for _, l := range links {
+		l.set("")
+	}
+	res.log(t, rate)
+	worst, bound := res.check(t, rate, true)
+	for _, w := range []int{1, 3} {
+		if stale := res.windows[res.order[w]].stale; stale >= every {
+			t.Errorf("window %d, links slow: a decision %d steps after its node's last successful round; want every round answered", w, stale)
+		}
+	}
+	failed := res.windows[res.order[7]].failed
+	if failed == 0 {
+		t.Errorf("node 0's rounds all failed for longer than T + Period, and it went on deciding")
+	}
+	t.Logf("worst overshoot %d (bound %d for that window); %d decisions handed over in window 7", worst, bound, failed)
+}
+
+// counterHung is a store that never answers: each call waits for its
+// context to end.
+type counterHung struct{}
+
+func (counterHung) Add(ctx context.Context, _ []cluster.CounterAdd) ([]cluster.CounterRead, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A round that gets no reply within SyncedConfig.Timeout fails with the
+// store unavailable (and the deadline it met); one stopped by its caller
+// fails with the caller's error.
+func TestSyncedRoundTimeout(t *testing.T) {
+	clock := floodgate.NewManualClock(counterEpoch)
+	s, err := cluster.NewSynced(cluster.SyncedConfig{Counter: counterHung{}, Interval: time.Second, Timeout: 10 * time.Millisecond, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 10, Period: time.Second}
+	if _, err := s.AllowN(context.Background(), "k", limit, 1); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Sync(context.Background())
+	if !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("hung store: %v, want ErrStoreUnavailable and the round's deadline", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Sync(ctx); !errors.Is(err, context.Canceled) || errors.Is(err, floodgate.ErrStoreUnavailable) {
+		t.Errorf("canceled round: %v, want the caller's context.Canceled", err)
+	}
+}
+
+// Through each way Redis fails (killed and restarted empty, stopped,
+// connections reset, replies 300 ms or 40 ms late, a link that swallows
+// everything, replies at 1 KB/s), for two rounds of every node, the fleet
+// keeps its bound and counts nothing twice; a Redis restarted empty gets
+// the window's counts back with the next rounds, as each node sends its
+// whole count.
+func TestSyncedThroughEveryRedisFault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out store timeouts on a real Redis")
+	}
+	const n, every = 3, 1
+	counterThroughEveryFault(t, n, every, 2, true, func(t *testing.T, counter func(int) cluster.Counter, store cluster.Counter, clock *floodgate.ManualClock) *counterFaultFleet {
+		return syncedFaultFleetWaiting(t, n, every*100*time.Millisecond, time.Second, 4*counterLinkTimeout, store, clock, counter, nil)
+	})
 }

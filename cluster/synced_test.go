@@ -241,6 +241,7 @@ func TestSyncedRejectsBadInput(t *testing.T) {
 		{cluster.SyncedConfig{Interval: time.Second}, "Counter is nil"},
 		{cluster.SyncedConfig{Counter: counter}, "Interval must be positive"},
 		{cluster.SyncedConfig{Counter: counter, Interval: -time.Second}, "Interval must be positive"},
+		{cluster.SyncedConfig{Counter: counter, Interval: time.Second, Timeout: -time.Second}, "Timeout must not be negative"},
 	} {
 		if _, err := cluster.NewSynced(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%+v: got %v, want %q", tc.cfg, err, tc.says)
