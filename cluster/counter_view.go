@@ -70,23 +70,37 @@ func (v *counterView) settle(r CounterRead) {
 }
 
 // counterStoreClock is a node's estimate of the store's clock: its own
-// clock plus the offset learnt from the last reply. Until the first reply
-// the offset is 0: the node's windows follow its own clock.
+// clock plus an offset learnt from the replies. Until the first reply the
+// offset is 0: the node's windows follow its own clock.
 type counterStoreClock struct {
 	clock  floodgate.Clock
 	offset atomic.Int64 // µs to add to the node's clock
+
+	mu    sync.Mutex // one learn at a time
+	known bool       // a reply has set offset
 }
 
 // now returns the estimated store time in µs.
 func (c *counterStoreClock) now() int64 { return c.clock.Now().UnixMicro() + c.offset.Load() }
 
-// learn sets the offset from a reply that the store stamped storeNow,
-// sent at node time sent and received at node time received: the store's
-// stamp is taken as the midpoint, so the error is at most half the round
-// trip's asymmetry.
+// learn narrows the offset with a reply that the store stamped storeNow,
+// sent at node time sent and received at node time received. The store
+// stamped it in between, so the true offset lies in [storeNow − received,
+// storeNow − sent]: the first reply sets the offset to the middle of that
+// range, and each later one moves it only as far as needed to lie in its
+// range. So a slow reply, whose range is wide, keeps the offset of a fast
+// one: the error stays within half the fastest round trip's asymmetry
+// (plus the clocks' drift since), however slow the store has become.
 func (c *counterStoreClock) learn(storeNow int64, sent, received time.Time) {
-	mid := sent.UnixMicro() + received.Sub(sent).Microseconds()/2
-	c.offset.Store(storeNow - mid)
+	lo, hi := storeNow-received.UnixMicro(), storeNow-sent.UnixMicro()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.known {
+		c.offset.Store(lo + (hi-lo)/2)
+		c.known = true
+		return
+	}
+	c.offset.Store(min(max(c.offset.Load(), lo), hi))
 }
 
 // counterParams compiles a limit and refuses the algorithms a window

@@ -66,14 +66,16 @@ type Synced struct {
 // # Windows
 //
 // Windows are numbered on the Counter's clock (Redis TIME for a
-// RedisCounter): window w spans [w·Period, (w+1)·Period). Each sync reply
-// carries the store's time; the node keeps offset = that time − the
-// midpoint of the round trip, and between replies reads the store's time as
-// its own clock + offset. So skew between node clocks does not move the
-// windows: what remains is the offset's error, at most half the round
-// trip's asymmetry plus the node clock's drift over T, by which an
-// admission near a boundary may be counted in the neighbouring window.
-// Before its first reply a node follows its own clock.
+// RedisCounter): window w spans [w·Period, (w+1)·Period). Each reply
+// carries the store's time, which bounds the offset of the node's clock to
+// the store's; the node narrows its estimate of the offset with each
+// reply, so that a slow reply keeps what a fast one taught, and reads the
+// store's time as its own clock + offset. So skew between node clocks
+// does not move the windows: what remains is the offset's error, at most
+// half the asymmetry of the fastest round trip plus the clocks' drift
+// since, by which an admission near a boundary may be counted in the
+// neighbouring window. Before its first reply a node follows its own
+// clock.
 //
 // # Error bounds
 //

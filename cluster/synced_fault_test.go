@@ -142,6 +142,54 @@ func TestSyncedOnSlowRedis(t *testing.T) {
 	t.Logf("worst overshoot %d (bound %d for that window); %d decisions handed over in window 7", worst, bound, failed)
 }
 
+// counterOneWay is a Counter behind a network whose one-way delays pass on
+// the fleet's virtual clock: up before the store applies a call, down
+// after.
+type counterOneWay struct {
+	cluster.Counter
+	clock    *floodgate.ManualClock
+	up, down time.Duration
+}
+
+func (c *counterOneWay) Add(ctx context.Context, adds []cluster.CounterAdd) ([]cluster.CounterRead, error) {
+	c.clock.Advance(c.up)
+	reads, err := c.Counter.Add(ctx, adds)
+	c.clock.Advance(c.down)
+	return reads, err
+}
+
+// A node reads the store's clock through its replies. Replies that come
+// back slowly, and slower one way than the other, do not move its windows
+// off the store's: a slow round trip's range of possible offsets holds the
+// one a fast round trip taught, which it keeps.
+func TestSyncedSlowRepliesKeepTheStoreClock(t *testing.T) {
+	clock := floodgate.NewManualClock(counterEpoch.Add(100 * time.Millisecond))
+	link := &counterOneWay{Counter: counterNewMemory(t, clock), clock: clock}
+	// The node's clock is 300ms ahead of the store's.
+	s, err := cluster.NewSynced(cluster.SyncedConfig{Counter: link, Interval: time.Second,
+		Clock: counterSkewedClock{base: clock, skew: 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 100, Period: time.Second}
+	ctx := context.Background()
+	for i, trip := range []struct{ up, down time.Duration }{{0, 0}, {0, 400 * time.Millisecond}, {250 * time.Millisecond, 0}, {10 * time.Millisecond, 90 * time.Millisecond}} {
+		if _, err := s.AllowN(ctx, "k", limit, 1); err != nil {
+			t.Fatal(err)
+		}
+		link.up, link.down = trip.up, trip.down
+		if err := s.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.AllowN(ctx, "k", limit, 0)
+		end := clock.Now().Truncate(time.Second).Add(time.Second)
+		if want := end.Sub(clock.Now()); err != nil || d.ResetAfter != want {
+			t.Errorf("round %d (up %s, down %s): ResetAfter %s (%v), want %s: the store's window ends then",
+				i, trip.up, trip.down, d.ResetAfter, err, want)
+		}
+	}
+}
+
 // counterHung is a store that never answers: each call waits for its
 // context to end.
 type counterHung struct{}
