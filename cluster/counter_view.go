@@ -59,7 +59,14 @@ func (v *counterView) add(k counterViewKey, node string, claims bool) CounterAdd
 // settle folds a reply into the view: the others' counts of the store's
 // two windows are the sums less this node's own part. A window's counts
 // only grow, so a reply that overtook a later one never lowers them.
-func (v *counterView) settle(r CounterRead) {
+// storeWindow is the store's current window as the node now reckons it,
+// with the offset this reply taught: a view ahead of it by more than a
+// window was built on the node's own clock, before it knew the store's,
+// and its counts move back to where the store counts them (see rebase).
+func (v *counterView) settle(r CounterRead, storeWindow int64) {
+	if v.window > storeWindow+1 {
+		v.rebase(storeWindow)
+	}
 	v.roll(r.Window)
 	if s := v.slot(r.Window); s != nil {
 		s.others = max(s.others, r.Current-r.Own)
@@ -67,6 +74,16 @@ func (v *counterView) settle(r CounterRead) {
 	if s := v.slot(r.Window - 1); s != nil {
 		s.others = max(s.others, r.Previous-r.OwnPrevious)
 	}
+}
+
+// rebase moves a view that ran ahead of the store's clock back to window
+// w: all this node counted moves into w, where the store counts it (more
+// than happened in w, if anything: erring towards denying), and what it
+// knew of the others, for windows the store has not reached, goes.
+func (v *counterView) rebase(w int64) {
+	v.cur = counterSlot{mine: min(v.cur.mine+v.prev.mine, counterMaxCount), claim: min(v.cur.claim+v.prev.claim, counterMaxCount)}
+	v.prev = counterSlot{}
+	v.window, v.used = w, min(v.used, w)
 }
 
 // counterStoreClock is a node's estimate of the store's clock: its own

@@ -217,9 +217,10 @@ func (s *Sampled) push(ctx context.Context, v *counterView, add CounterAdd) erro
 	}
 	received := s.clock.Now()
 	s.store.learn(reads[0].Now, sent, received)
+	storeWindow := counterWindowOf(s.store.now(), int64(add.Period/time.Microsecond))
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.settle(reads[0])
+	v.settle(reads[0], storeWindow)
 	v.lastOK = received
 	return nil
 }

@@ -75,7 +75,8 @@ type Synced struct {
 // half the asymmetry of the fastest round trip plus the clocks' drift
 // since, by which an admission near a boundary may be counted in the
 // neighbouring window. Before its first reply a node follows its own
-// clock.
+// clock; a first reply that shows it windows ahead moves its counts back
+// to the store's window.
 //
 // # Error bounds
 //
@@ -231,10 +232,11 @@ func (s *Synced) Sync(ctx context.Context) error {
 	}
 	received := s.clock.Now()
 	s.store.learn(reads[0].Now, sent, received)
+	now := s.store.now()
 	for i, k := range keys {
 		v := s.view(k.key, k.period)
 		v.mu.Lock()
-		v.settle(reads[i])
+		v.settle(reads[i], counterWindowOf(now, k.period))
 		v.mu.Unlock()
 	}
 	s.lastOK.Store(received.UnixMicro())

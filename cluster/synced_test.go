@@ -183,6 +183,52 @@ func TestSyncedWindowsFollowTheStoreClock(t *testing.T) {
 	}
 }
 
+// A node whose clock runs windows ahead of the store's numbers its first
+// counts in a window the store has not reached; once a reply has told it
+// the store's clock, those counts move back to the store's window, and the
+// node decides with the fleet from then on, neither alone nor stuck
+// denying until the store catches up with its clock.
+func TestSyncedNodeAheadRejoinsTheStoreWindows(t *testing.T) {
+	clock := floodgate.NewManualClock(counterEpoch)
+	counter := counterNewMemory(t, clock)
+	const rate, step = 10, 250 * time.Millisecond
+	limit := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: rate, Period: time.Second}
+	var nodes []*cluster.Synced
+	for _, skew := range []time.Duration{0, 5 * time.Second} {
+		s, err := cluster.NewSynced(cluster.SyncedConfig{Counter: counter, Interval: step, Clock: counterSkewedClock{base: clock, skew: skew}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, s)
+	}
+	ctx := context.Background()
+	for w := range 8 {
+		admitted := make([]int, len(nodes))
+		for range 4 { // steps of the window
+			for i, s := range nodes {
+				for range rate {
+					if d, err := s.AllowN(ctx, "k", limit, 1); err != nil {
+						t.Fatal(err)
+					} else if d.Allowed {
+						admitted[i]++
+					}
+				}
+				if err := s.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock.Advance(step)
+		}
+		// From the second window on: R, plus at most what the other node
+		// admits in 2T (each node gets R a step); and the node ahead, which
+		// decides second in each step, admits at the start of each window,
+		// before its view has the other's count, like the first node.
+		if total := admitted[0] + admitted[1]; w > 0 && (total < rate || total > 2*rate || admitted[1] == 0) {
+			t.Errorf("window %d: admitted %v, %d in all; want R = %d to R + min(λ·2T, R) = %d, some by each node", w, admitted, total, rate, 2*rate)
+		}
+	}
+}
+
 // Store down: rounds fail with ErrStoreUnavailable; decisions go on, on
 // the last totals and the local counts, for T + one period; then they fail,
 // until a round succeeds. Nothing counted meanwhile is lost.
