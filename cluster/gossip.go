@@ -104,6 +104,17 @@ var (
 // Undershoot: 0. The merged sum never exceeds what the fleet really
 // admitted, so a node denies only when the fleet is at R.
 //
+// Network slow or lossy. Decisions never wait for the network and never
+// fail for it, so a slow network only lengthens D. Messages that come late,
+// out of order or twice change nothing else (a slot merges as a maximum,
+// and a newer broadcast replaces an older one still queued); a count that
+// arrives after its window has ended is dropped, not carried into the
+// next. Broadcasts lost on the way, or dropped from memberlist's queue when
+// it backs up, arrive with the next push/pull (memberlist's
+// PushPullInterval, 30s in the LAN defaults that floodgate serve keeps):
+// D is at most that. Whatever D, each node stops at R on its own count:
+// the overshoot never exceeds (N−1)·R per window.
+//
 // There is no sync interval T in the bound: a count leaves with the
 // decision that made it (memberlist sends queued broadcasts every gossip
 // interval, which is part of D). Tick, every Interval, only collects ended
