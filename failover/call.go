@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime/debug"
+	"time"
 
 	"github.com/floodgate-io/floodgate"
 )
@@ -36,22 +37,37 @@ func (l *Limiter) admit(ctx context.Context) (ph *phase, cause, err error) {
 // health (bad input), unchanged.
 func guard[T any](l *Limiter, ctx context.Context, ph *phase, call func(context.Context) (T, error)) (v T, cause, err error) {
 	v, err = callWithTimeout(l, ctx, call)
-	switch {
-	case err == nil:
+	if err == nil {
 		l.succeeded(ph)
 		return v, nil, nil
-	case ctx.Err() != nil:
+	}
+	if gaveUp := callerErr(ctx); gaveUp != nil {
 		l.breaker.abandon(ph)
-		return v, nil, ctx.Err()
-	case isUnavailable(err):
-		cause = l.unavailable(err)
-		l.stats.storeErrors.Add(1)
-		l.failed(ph, cause)
-		return v, cause, nil
-	default:
+		return v, nil, gaveUp
+	}
+	if !isUnavailable(err) {
 		l.breaker.abandon(ph)
 		return v, nil, err
 	}
+	cause = l.unavailable(err)
+	l.stats.storeErrors.Add(1)
+	l.failed(ph, cause)
+	return v, cause, nil
+}
+
+// callerErr is the error of a caller that has given up: ctx's error, or
+// context.DeadlineExceeded once ctx's deadline has passed, even if its
+// timer has not fired yet. A store that waits on a timer of its own for
+// the same deadline may return first, and its timeout is then the
+// caller's, not the store's failure.
+func callerErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // isUnavailable reports whether err means the store could not answer, as

@@ -15,11 +15,21 @@
 // request: after FailureThreshold consecutive store failures it opens and
 // decisions go straight to the policy, in well under a microsecond of
 // overhead. After CoolDown it lets one probe through; a probe that succeeds
-// closes it, one that fails opens it for another CoolDown.
+// closes it, one that fails opens it for another CoolDown. Once the store
+// answers again, decisions use it within CoolDown + 2·Timeout (a probe in
+// flight then may still fail), plus the spacing of the next decision.
 //
-// No decision waits longer than Timeout for the store, even when the store
-// ignores its context: the store call runs on its own goroutine, which ends
-// when the store returns, and the decision goes on without it.
+// A decision waits for the store at most Timeout, or its context's deadline
+// if that is sooner, whatever the store does (hangs, ignores its context,
+// dials, queues): it returns by then plus the time the machine takes to run
+// it again and the policy's own decision, microseconds. The wait is the
+// caller's own: a store that is DeadlineAware (the Redis store, which waits
+// on the caller's timer) is called on the caller's goroutine; any other
+// runs on a goroutine of its own, which ends when the store returns, and
+// the decision goes on without it. A decision the store did not answer in
+// time is the policy's (Degraded, its Cause wrapping
+// context.DeadlineExceeded), but the store may still have counted it: an
+// outage errs towards the shared count being high, never low.
 package failover
 
 import (
@@ -90,7 +100,8 @@ const (
 // be stated.
 type Config struct {
 	Mode Mode
-	// Timeout bounds how long a decision waits for the store (default 50ms).
+	// Timeout bounds how long a decision waits for the store (default
+	// 50ms): it returns by then, plus scheduling (see the package doc).
 	Timeout time.Duration
 	// Nodes is N for FailLocal: each node enforces the limit's rate and burst
 	// divided by N, rounded up (default 1).
@@ -161,9 +172,11 @@ type Limiter struct {
 }
 
 // DeadlineAware is implemented by stores that return by their context's
-// deadline (the Redis store does). Their calls run on the caller's
-// goroutine; other stores run on one of their own, so that a store that
-// ignores its context still cannot hold the caller past Timeout.
+// deadline whatever their backend does, by waiting on the caller's side
+// (the Redis store does: its callers wait on their own timers, never on
+// the client library). Their calls run on the caller's goroutine; other
+// stores run on one of their own, so that a store that ignores its context
+// still cannot hold the caller past Timeout.
 type DeadlineAware interface {
 	HonorsDeadline() bool
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/floodgate-io/floodgate"
 )
@@ -25,6 +26,7 @@ const (
 	block                     // signals entered, then waits for unblock
 	badLimit                  // answers with an error wrapping ErrInvalidLimit
 	panics
+	atDeadline // returns context.DeadlineExceeded at its context's deadline, on its own timer
 )
 
 // answered is what the fake store decides, so that tests can tell its
@@ -94,6 +96,10 @@ func (f *fakeStore) answer(ctx context.Context) error {
 		return errBadLimit
 	case panics:
 		panic("store bug")
+	case atDeadline:
+		d, _ := ctx.Deadline()
+		time.Sleep(time.Until(d))
+		return context.DeadlineExceeded
 	}
 	return nil
 }

@@ -2,9 +2,11 @@ package failover_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,83 +14,86 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/internal/testkit"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
 
-// Faults with real parts: a redis-server killed under load and started
-// again, and a proxy between client and server that adds latency above the
-// timeout, swallows traffic, or resets connections. For every failure
-// policy: every decision comes back within the timeout (plus scheduling
-// slack), the policy decides while the store is away, the store decides
-// again within a second of coming back, and its counts are right.
+// Faults with real parts: a redis-server killed and started again, stopped
+// with SIGSTOP, and a proxy between client and server that resets
+// connections, delays replies, swallows them or cuts the bandwidth
+// (testkit.Faults). For every failure policy, under load:
+//
+//   - every decision comes back within the store timeout, plus how late the
+//     machine ran this process then (measured, timing.Probe), plus
+//     timing.Slack;
+//   - the policy decides while the store is away;
+//   - the breaker follows its state machine back: after the store is back,
+//     it closes at the first probe the store answers, and probes come a
+//     CoolDown apart (see checkRecovery);
+//   - the store's counts are right.
 
 const (
 	storeTimeout = 50 * time.Millisecond
-	// slack covers scheduling on a loaded 2-core machine under -race.
-	slack = 150 * time.Millisecond
+	coolDown     = failover.DefaultCoolDown
+	// loadSpacing is how long each caller of the load sleeps between
+	// decisions.
+	loadSpacing = 2 * time.Millisecond
 )
-
-type fault struct {
-	name   string
-	inject func(t *testing.T, srv *testkit.Server, proxy *testkit.Proxy)
-	heal   func(t *testing.T, srv *testkit.Server, proxy *testkit.Proxy)
-	// lost reports whether the store forgets its counts (a restart).
-	lost bool
-}
-
-var faults = []fault{
-	{"kill", func(t *testing.T, s *testkit.Server, _ *testkit.Proxy) { s.Kill() },
-		func(t *testing.T, s *testkit.Server, _ *testkit.Proxy) { s.Restart(t) }, true},
-	{"latency", func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.AddLatency(t, 300) },
-		func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.Heal() }, false},
-	{"black hole", func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.AddTimeout(t) },
-		func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.Heal() }, false},
-	{"connection reset", func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.AddResetPeer(t) },
-		func(t *testing.T, _ *testkit.Server, p *testkit.Proxy) { p.Heal() }, false},
-}
 
 func TestRedisFaultsUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real faults for several seconds")
 	}
 	for _, mode := range failover.Modes() {
-		for _, f := range faults {
-			t.Run(fmt.Sprintf("%s/%s", mode, f.name), func(t *testing.T) { runFault(t, mode, f) })
+		for _, f := range testkit.Faults() {
+			t.Run(fmt.Sprintf("%s/%s", mode, f.Name), func(t *testing.T) { runFault(t, mode, f) })
 		}
 	}
 }
 
 // outcome is what one decision of the load saw.
 type outcome struct {
-	at       time.Duration // since the load started
+	start    time.Time
 	took     time.Duration
 	allowed  bool
 	degraded bool
+	asked    bool // the decision asked the store (the breaker did not skip it)
+	cause    error
 }
 
-func runFault(t *testing.T, mode failover.Mode, f fault) {
+// run is one fault's timeline.
+type run struct {
+	faultAt, healAt time.Time
+	outcomes        []outcome
+	events          *breakerLog
+	probe           *timing.Probe
+}
+
+func runFault(t *testing.T, mode failover.Mode, f testkit.Fault) {
 	srv := testkit.StartServer(t)
 	proxy := testkit.StartProxy(t, srv.Addr())
-	store, err := redisstore.New(redisstore.Config{Addrs: []string{proxy.Addr()}, Timeout: storeTimeout, DialTimeout: storeTimeout})
+	// As floodgate serve wires them: one timeout for both, the rest default.
+	store, err := redisstore.New(redisstore.Config{Addrs: []string{proxy.Addr()}, Timeout: storeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim, err := failover.New(store, failover.Config{Mode: mode, Timeout: storeTimeout, Nodes: 2, Logger: slog.New(slog.DiscardHandler)})
+	defer store.Close()
+	r := run{events: &breakerLog{}, probe: timing.StartProbe(t)}
+	r.probe.Watch(srv.Pid)
+	lim, err := failover.New(store, failover.Config{Mode: mode, Timeout: storeTimeout, CoolDown: coolDown, Nodes: 2, Logger: slog.New(r.events)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 1_000_000, Period: time.Hour}
+	defer lim.Close()
+	// A window of 1000 hours: no boundary resets the count during the test.
+	limit := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 1_000_000, Period: 1000 * time.Hour}
 	key := fmt.Sprintf("fault:%s:%d", mode, time.Now().UnixNano())
 
-	var (
-		mu       sync.Mutex
-		outcomes []outcome
-	)
-	start := time.Now()
-	phase := func(d time.Duration) { time.Sleep(d) }
+	const callers = 8
+	results := make([][]outcome, callers)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 4 {
+	for g := range callers {
 		wg.Go(func() {
 			for {
 				select {
@@ -97,82 +102,92 @@ func runFault(t *testing.T, mode failover.Mode, f fault) {
 				default:
 				}
 				t0 := time.Now()
-				r, err := lim.Decide(context.Background(), key, limit, 1)
+				res, err := lim.Decide(context.Background(), key, limit, 1)
 				took := time.Since(t0)
 				if err != nil {
 					t.Errorf("decision failed instead of degrading: %v", err)
 					return
 				}
-				mu.Lock()
-				outcomes = append(outcomes, outcome{at: t0.Sub(start), took: took, allowed: r.Allowed, degraded: r.Degraded})
-				mu.Unlock()
-				time.Sleep(2 * time.Millisecond) // bounded load: ~2000 decisions/s
+				results[g] = append(results[g], outcome{start: t0, took: took, allowed: res.Allowed, degraded: res.Degraded,
+					asked: !errors.Is(res.Cause, failover.ErrBreakerOpen), cause: res.Cause})
+				time.Sleep(loadSpacing)
 			}
 		})
 	}
-	phase(300 * time.Millisecond)
-	faultAt := time.Since(start)
-	f.inject(t, srv, proxy)
-	phase(700 * time.Millisecond)
-	healAt := time.Since(start)
-	f.heal(t, srv, proxy)
-	phase(1500 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	r.faultAt = time.Now()
+	f.Inject(t, srv, proxy)
+	time.Sleep(time.Second)
+	f.Heal(t, srv, proxy)
+	r.healAt = time.Now()
+	time.Sleep(2 * time.Second)
 	close(stop)
 	wg.Wait()
-	lim.Close()
-	store.Close()
+	r.probe.Stop()
+	for _, rs := range results {
+		r.outcomes = append(r.outcomes, rs...)
+	}
 
-	checkOutcomes(t, mode, outcomes, faultAt, healAt)
-	if !f.lost {
-		checkCounts(t, srv, key, limit, outcomes)
+	checkBound(t, f, r)
+	checkPolicy(t, mode, f, r)
+	checkRecovery(t, r)
+	if !f.Forgets {
+		checkCounts(t, srv, key, limit, r.outcomes)
 	}
 }
 
-func checkOutcomes(t *testing.T, mode failover.Mode, outcomes []outcome, faultAt, healAt time.Duration) {
+// checkBound: no decision took longer than the timeout, the scheduler's
+// lateness during it and timing.Slack.
+func checkBound(t *testing.T, f testkit.Fault, r run) {
 	t.Helper()
-	var during, degraded int
-	var slowest time.Duration
-	var lastDegraded time.Duration
-	for _, o := range outcomes {
-		slowest = max(slowest, o.took)
-		if o.degraded {
-			degraded++
-			lastDegraded = max(lastDegraded, o.at)
-			switch mode {
-			case failover.FailOpen, failover.FailLocal:
-				if !o.allowed {
-					t.Errorf("%s denied a request at %v (the limit is far away)", mode, o.at)
-				}
-			case failover.FailClosed:
-				if o.allowed {
-					t.Errorf("fail_closed allowed a request at %v while the store was away", o.at)
-				}
-			}
+	var all, asked []time.Duration
+	var worst outcome
+	worstOver := time.Duration(-1 << 63)
+	for _, o := range r.outcomes {
+		all = append(all, o.took)
+		if o.asked {
+			asked = append(asked, o.took)
 		}
-		if o.at > faultAt+slack && o.at < healAt {
+		if over := r.probe.Over(o.start, o.took, storeTimeout); over > worstOver {
+			worst, worstOver = o, over
+		}
+	}
+	t.Logf("%s: all decisions %s; those that asked the store %s", f.Name, timing.Summarize(all), timing.Summarize(asked))
+	t.Logf("%s: %s; worst decision %v over the timeout and the lateness", f.Name, r.probe, worstOver)
+	if worstOver > timing.Slack {
+		t.Errorf("a decision %v after the fault took %v: %v over the store timeout (%v) and the scheduler's lateness then (%v); allowed %v",
+			worst.start.Sub(r.faultAt).Round(time.Millisecond), worst.took, worstOver, storeTimeout,
+			r.probe.Late(worst.start, worst.start.Add(worst.took)), timing.Slack)
+	}
+}
+
+// checkPolicy: the policy made the degraded decisions, and there were some
+// while a fault that takes the store down lasted.
+func checkPolicy(t *testing.T, mode failover.Mode, f testkit.Fault, r run) {
+	t.Helper()
+	during := 0
+	for _, o := range r.outcomes {
+		if !o.degraded {
+			continue
+		}
+		if o.start.After(r.faultAt) && o.start.Before(r.healAt) {
 			during++
 		}
+		switch {
+		case mode == failover.FailClosed && o.allowed:
+			t.Errorf("fail_closed allowed a request %v after the fault", o.start.Sub(r.faultAt))
+		case mode != failover.FailClosed && !o.allowed:
+			t.Errorf("%s denied a request %v after the fault (the limit is far away)", mode, o.start.Sub(r.faultAt))
+		}
 	}
-	if slowest > storeTimeout+slack {
-		t.Errorf("a decision took %v; the store timeout is %v", slowest, storeTimeout)
+	if f.Down && during == 0 {
+		t.Errorf("no degraded decision while the store was down")
 	}
-	if degraded == 0 || during == 0 {
-		t.Fatalf("no degraded decisions (%d) or none during the fault (%d)", degraded, during)
-	}
-	if lastDegraded > healAt+time.Second {
-		t.Errorf("still degraded %v after the store came back", lastDegraded-healAt)
-	}
-	took := make([]time.Duration, len(outcomes))
-	for i, o := range outcomes {
-		took[i] = o.took
-	}
-	slices.Sort(took)
-	t.Logf("%d decisions, %d degraded; latency p50 %v, p99 %v, max %v; recovered %v after healing",
-		len(outcomes), degraded, took[len(took)/2], took[len(took)*99/100], slowest, max(0, lastDegraded-healAt))
 }
 
 // checkCounts: the store counted every request it admitted; requests whose
-// reply was lost (latency, reset) may have been counted too, never more.
+// reply was lost or came too late (latency, reset, a caller that stopped
+// waiting) may have been counted too, never more.
 func checkCounts(t *testing.T, srv *testkit.Server, key string, limit floodgate.Limit, outcomes []outcome) {
 	t.Helper()
 	store, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}})
@@ -196,4 +211,117 @@ func checkCounts(t *testing.T, srv *testkit.Server, key string, limit floodgate.
 	if counted < admitted || counted > admitted+degraded {
 		t.Errorf("Redis counted %d; the store admitted %d and %d decisions were degraded", counted, admitted, degraded)
 	}
+}
+
+// breakerLog is a slog.Handler that keeps the failover's messages, which
+// mark the breaker's transitions, with their times and causes.
+type breakerLog struct {
+	mu     sync.Mutex
+	events []breakerEvent
+}
+
+type breakerEvent struct {
+	at    time.Time
+	msg   string
+	cause string
+}
+
+// The failover's messages at the breaker's transitions.
+const (
+	probing  = "failover: probing the store"
+	opened   = "failover: store unavailable, circuit breaker open"
+	reopened = "failover: probe failed, circuit breaker open again"
+	closed   = "failover: store is back, circuit breaker closed"
+)
+
+func (b *breakerLog) Enabled(context.Context, slog.Level) bool { return true }
+func (b *breakerLog) WithAttrs([]slog.Attr) slog.Handler       { return b }
+func (b *breakerLog) WithGroup(string) slog.Handler            { return b }
+func (b *breakerLog) Handle(_ context.Context, r slog.Record) error {
+	e := breakerEvent{at: r.Time, msg: r.Message}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "cause" {
+			e.cause = a.Value.String()
+		}
+		return true
+	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events = append(b.events, e)
+	return nil
+}
+
+func (b *breakerLog) all() []breakerEvent {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.events)
+}
+
+// checkRecovery checks the way back against the breaker's state machine,
+// with the scheduler's lateness measured, not guessed:
+//
+//   - after each opening, the next probe goes once CoolDown has passed, as
+//     soon as a decision comes (within loadSpacing, plus the lateness then);
+//   - once the store is back, a probe fails, and a closed breaker's call
+//     fails, only when the scheduler held this process up for at least
+//     half the timeout during it (excused); every other probe closes the
+//     breaker.
+//
+// Together: the store decides again within CoolDown + 2 timeouts +
+// loadSpacing of coming back (a probe in flight then may fail), plus
+// CoolDown + a timeout for each probe the machine made miss the timeout.
+func checkRecovery(t *testing.T, r run) {
+	t.Helper()
+	events := r.events.all()
+	excused := func(from, to time.Time) bool { return r.probe.Late(from, to) >= storeTimeout/2 }
+	var recovered time.Duration = -1
+	for i, e := range events {
+		switch e.msg {
+		case opened, reopened:
+			next := slices.IndexFunc(events[i+1:], func(e breakerEvent) bool { return e.msg == probing })
+			due := e.at.Add(coolDown)
+			if next < 0 {
+				if end := r.outcomes[len(r.outcomes)-1].start; end.Sub(due) > loadSpacing+r.probe.Late(due, end)+timing.Slack {
+					t.Errorf("no probe after the breaker opened at %v (heal at 0), until the end at %v",
+						e.at.Sub(r.healAt).Round(time.Millisecond), end.Sub(r.healAt).Round(time.Millisecond))
+				}
+				continue
+			}
+			p := events[i+1+next].at
+			if late := p.Sub(due); late > loadSpacing+r.probe.Late(due, p)+timing.Slack {
+				t.Errorf("the breaker opened at %v (heal at 0) and probed at %v, %v after its CoolDown (the scheduler was late %v then)",
+					e.at.Sub(r.healAt).Round(time.Millisecond), p.Sub(r.healAt).Round(time.Millisecond), late, r.probe.Late(due, p))
+			}
+		case probing:
+			if e.at.Before(r.healAt) || i+1 == len(events) {
+				continue
+			}
+			end := events[i+1]
+			if end.msg == closed {
+				if recovered < 0 {
+					recovered = end.at.Sub(r.healAt)
+				}
+				continue
+			}
+			if !excused(e.at, end.at) {
+				t.Errorf("a probe %v after the store came back failed (%s) while the scheduler was late only %v: %s",
+					e.at.Sub(r.healAt).Round(time.Millisecond), end.msg, r.probe.Late(e.at, end.at), end.cause)
+			}
+		}
+	}
+	if recovered >= 0 {
+		for _, o := range r.outcomes {
+			if o.asked && o.degraded && o.start.After(r.healAt.Add(recovered)) && !excused(o.start, o.start.Add(o.took)) {
+				t.Errorf("the store failed a decision %v after it came back and the breaker closed (it took %v; the scheduler was late %v): %v",
+					o.start.Sub(r.healAt).Round(time.Millisecond), o.took, r.probe.Late(o.start, o.start.Add(o.took)), o.cause)
+			}
+		}
+	}
+	var excuses []string
+	for _, e := range events {
+		if e.at.After(r.healAt) && e.msg != probing {
+			excuses = append(excuses, fmt.Sprintf("%v %s", e.at.Sub(r.healAt).Round(time.Millisecond), strings.TrimPrefix(e.msg, "failover: ")))
+		}
+	}
+	t.Logf("after the heal: %s", strings.Join(excuses, "; "))
 }
