@@ -151,19 +151,19 @@ func TestWhatTheBoundsDoNotPromise(t *testing.T) {
 }
 
 // TestLossyStoreStaysWithinOutageBound: with a fifth of the messages lost,
-// leased and synced fall back to deciding alone now and then; their
+// leased, synced and sampled fall back to deciding alone now and then; their
 // overshoot must stay within what their docs state for a store that does
 // not answer at all (package bounds' OutageOvershoot).
 func TestLossyStoreStaysWithinOutageBound(t *testing.T) {
-	for _, strategy := range []string{"leased", "synced"} {
+	for _, strategy := range []string{"leased", "synced", "sampled"} {
 		for _, n := range []int{2, 5, 10} {
 			t.Run(fmt.Sprintf("%s/N=%d", strategy, n), func(t *testing.T) {
 				t.Parallel()
 				c := small(strategy, "uniform")
-				c.Nodes, c.Loss = n, 0.2
+				c.Nodes, c.Loss, c.OneIn = n, 0.2, sim.DefaultOneIn
 				r := run(t, c)
 				bound, err := bounds.OutageOvershoot(strategy, bounds.Params{Nodes: n, Interval: c.Interval,
-					Limit: c.Limit, Delay: c.Delay})
+					Limit: c.Limit, Delay: c.Delay, OneIn: c.OneIn})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -297,6 +297,7 @@ func TestOutageOvershoot(t *testing.T) {
 		{Leased, base(), 1000, nil}, // N·⌊R/N⌋
 		{Leased, with(func(p *Params) { p.LeaseFraction = 0.05 }), 500, nil},
 		{Synced, base(), 9000, nil},
+		{Sampled, base(), 9000, nil}, // (N−1)·R until it hands over
 		{Local, base(), 0, nil},
 		{Exact, base(), 0, ErrNoOutageBound},
 	}

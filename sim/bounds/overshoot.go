@@ -127,10 +127,12 @@ var ErrNoOutageBound = errors.New("bounds: no stated bound while the store is un
 
 // OutageOvershoot is strategy's worst-case overshoot per window while the
 // shared store is unreachable, as its doc states it: leased N·S with
-// S = ⌊LeaseFraction·R⌋ (default R/N) once leases have run out; synced
-// (N−1)·R while nodes decide alone; local and gossip 0 (they use no store;
-// a gossip partition into k groups admits up to k·R). exact and sampled
-// hand over to the failover policy and have no bound of their own.
+// S = ⌊LeaseFraction·R⌋ (default R/N) once leases have run out (with
+// ReportUnavailable, as floodgate serve runs it, the failover policy
+// decides instead); synced and sampled (N−1)·R while nodes decide alone,
+// before they hand over to the failover policy; local and gossip 0 (they
+// use no store; a gossip partition into k groups admits up to k·R). exact
+// hands over at once and has no bound of its own.
 func OutageOvershoot(strategy string, p Params) (float64, error) {
 	if err := p.validate(strategy); err != nil {
 		return 0, err
@@ -138,9 +140,9 @@ func OutageOvershoot(strategy string, p Params) (float64, error) {
 	switch strategy {
 	case Leased:
 		return float64(p.Nodes) * math.Floor(p.safeFraction()*p.rate()), nil
-	case Synced:
+	case Synced, Sampled:
 		return p.others() * p.rate(), nil
-	case Exact, Sampled:
+	case Exact:
 		return 0, fmt.Errorf("%w: %s fails over to the failover policy", ErrNoOutageBound, strategy)
 	}
 	return 0, nil
