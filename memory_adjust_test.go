@@ -13,7 +13,9 @@ import (
 // The case the Adjuster exists for: a tokens-per-minute limit, a request
 // that reserves an estimate and a response that reports the real count.
 func ExampleMemory_Adjust() {
-	m := floodgate.NewMemory()
+	// A manual clock keeps the output stable (a real minute could end between
+	// the calls); use floodgate.NewMemory() in production.
+	m := floodgate.NewMemory(floodgate.WithClock(floodgate.NewManualClock(time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC))))
 	tpm := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 10_000, Period: time.Minute}
 	d, _ := m.AllowN(ctx, "tenant:7", tpm, 1_000) // reserve the estimate
 	fmt.Println("reserved, remaining", d.Remaining)

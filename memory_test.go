@@ -117,21 +117,28 @@ func TestConcurrentCallersStayWithinTheBound(t *testing.T) {
 			const steps, stepSize = 200, 100 * time.Microsecond
 			var allowed atomic.Int64
 			stop := make(chan struct{})
-			var wg sync.WaitGroup
+			var wg, started sync.WaitGroup
 			for g := 0; g < 6; g++ {
+				started.Add(1)
 				wg.Go(func() {
-					for {
+					for first := true; ; first = false {
+						if d, _ := m.Allow(ctx, "hot", limit); d.Allowed {
+							allowed.Add(1)
+						}
+						if first {
+							started.Done()
+						}
 						select {
 						case <-stop:
 							return
 						default:
 						}
-						if d, _ := m.Allow(ctx, "hot", limit); d.Allowed {
-							allowed.Add(1)
-						}
 					}
 				})
 			}
+			// Every caller has asked once before the clock moves, so the run
+			// has callers however late the scheduler starts them.
+			started.Wait()
 			for i := 0; i < steps; i++ {
 				clk.Advance(stepSize)
 				time.Sleep(20 * time.Microsecond) // let the callers run at this instant
@@ -312,18 +319,28 @@ func TestResetAndClose(t *testing.T) {
 	}
 }
 
+// Without WithClock a Memory reads the system's clock: between two
+// decisions it sees as much time pass as the test measures around them,
+// at least the sleep between them and at most the whole interval. (A token
+// bucket of one per hour: the second request's RetryAfter is the hour less
+// the time the limiter saw pass.) The bounds hold however late the test
+// runs.
 func TestSystemClockIsUsedByDefault(t *testing.T) {
 	m := floodgate.NewMemory()
-	l := floodgate.Limit{Algorithm: floodgate.TokenBucket, Rate: 1, Period: 20 * time.Millisecond}
+	l := floodgate.Limit{Algorithm: floodgate.TokenBucket, Rate: 1, Period: time.Hour}
+	const pause = 20 * time.Millisecond
+	before := time.Now()
 	if d, _ := m.Allow(ctx, "k", l); !d.Allowed {
 		t.Fatal("first request denied")
 	}
+	time.Sleep(pause)
 	d, _ := m.Allow(ctx, "k", l)
-	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > 20*time.Millisecond {
-		t.Fatalf("second request: %+v", d)
+	around := time.Since(before)
+	if d.Allowed {
+		t.Fatalf("second request within the hour allowed: %+v", d)
 	}
-	time.Sleep(d.RetryAfter)
-	if d, _ := m.Allow(ctx, "k", l); !d.Allowed {
-		t.Fatalf("denied after sleeping RetryAfter: %+v", d)
+	// The limiter counts whole microseconds: allow one either way.
+	if saw := l.Period - d.RetryAfter; saw < pause-time.Microsecond || saw > around+time.Microsecond {
+		t.Fatalf("the limiter saw %v pass between two requests %v apart (%v around them), want the system clock's", saw, pause, around)
 	}
 }
