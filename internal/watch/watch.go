@@ -42,30 +42,34 @@ func Watch(ctx context.Context, paths []string, changed func()) error {
 		}
 		dirs[dir] = true
 	}
-	go loop(ctx, w, changed)
+	go func() {
+		defer w.Close()
+		debounce(ctx, w.Events, w.Errors, time.After, changed)
+	}()
 	return nil
 }
 
-func loop(ctx context.Context, w *fsnotify.Watcher, changed func()) {
-	defer w.Close()
-	settle := time.NewTimer(time.Hour)
-	settle.Stop()
-	defer settle.Stop()
+// debounce calls changed once events (or errors, after which events may
+// have been lost) have paused for Settle, until ctx is done or a channel
+// closes. after is time.After; tests pass a clock of their own.
+func debounce(ctx context.Context, events <-chan fsnotify.Event, errs <-chan error, after func(time.Duration) <-chan time.Time, changed func()) {
+	var settled <-chan time.Time // nil while nothing is pending
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-w.Events:
+		case _, ok := <-events:
 			if !ok {
 				return
 			}
-			settle.Reset(Settle)
-		case _, ok := <-w.Errors:
+			settled = after(Settle)
+		case _, ok := <-errs:
 			if !ok {
 				return
 			}
-			settle.Reset(Settle) // events may have been lost: check anyway
-		case <-settle.C:
+			settled = after(Settle) // events may have been lost: check anyway
+		case <-settled:
+			settled = nil
 			changed()
 		}
 	}
