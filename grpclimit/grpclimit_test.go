@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
 // service is a tiny TestService: unary calls answer at once, and
@@ -79,8 +80,9 @@ func serve(t *testing.T, l floodgate.Limiter, opts Options) (testpb.TestServiceC
 	return testpb.NewTestServiceClient(cc), svc
 }
 
+// ctxT bounds a test's calls: only a hang reaches it.
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timing.Patience)
 	t.Cleanup(cancel)
 	return ctx
 }

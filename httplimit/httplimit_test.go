@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/internal/headers"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -371,20 +373,25 @@ func TestNewValidates(t *testing.T) {
 // signalling tells when each decision has been made.
 type signalling struct {
 	*floodgate.Memory
-	decided chan struct{}
+	decided chan time.Time
 }
 
 func (s signalling) AllowAll(ctx context.Context, reqs []floodgate.Request) ([]floodgate.Decision, error) {
 	ds, err := s.Memory.AllowAll(ctx, reqs)
-	s.decided <- struct{}{}
+	s.decided <- time.Now()
 	return ds, err
 }
 
+// A leaky bucket spaces requests by holding each for its Delay. On a frozen
+// clock the five requests, decided in turn, are given Delays of 0, 50, 100,
+// 150 and 200ms; each reaches the handler no sooner than its Delay after
+// its decision (a timer never fires early) and no later than that plus the
+// lateness a probe measured over the hold and timing.Slack.
 func TestShapingSpacesRequests(t *testing.T) {
-	lim := signalling{floodgate.NewMemory(), make(chan struct{}, 10)}
+	const spacing = 50 * time.Millisecond // Rate 20/s
+	lim := signalling{floodgate.NewMemory(floodgate.WithClock(floodgate.NewManualClock(epoch))), make(chan time.Time, 10)}
 	var mu sync.Mutex
-	var order []int
-	var arrivals []time.Time
+	arrived := map[int]time.Time{}
 	url := serve(t, lim, Options{Rules: []Rule{{
 		Name:  "shaped",
 		Limit: floodgate.Limit{Algorithm: floodgate.LeakyBucket, Rate: 20, Period: time.Second, Burst: 10},
@@ -392,31 +399,31 @@ func TestShapingSpacesRequests(t *testing.T) {
 	}}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.Header.Get("X-Seq"))
 		mu.Lock()
-		order, arrivals = append(order, n), append(arrivals, time.Now())
+		arrived[n] = time.Now()
 		mu.Unlock()
 	}))
-	start := time.Now()
+	probe := timing.StartProbe(t)
+	const n = 5
+	var decided [n]time.Time
 	var wg sync.WaitGroup
-	for i := range 5 {
+	for i := range n {
 		wg.Go(func() {
 			if r := get(t, url, "X-Seq", strconv.Itoa(i)); r.status != 200 {
 				t.Errorf("request %d: %d", i, r.status)
 			}
 		})
-		<-lim.decided // admit in order, so the queue order is known
+		decided[i] = <-lim.decided // one at a time, so request i is i-th in the queue
 	}
 	wg.Wait()
-	if elapsed := time.Since(start); elapsed < 190*time.Millisecond {
-		t.Fatalf("5 requests at 50ms spacing took %s", elapsed)
-	}
-	for i, n := range order {
-		if n != i {
-			t.Fatalf("arrival order %v", order)
+	for i := range n {
+		delay := time.Duration(i) * spacing
+		held := arrived[i].Sub(decided[i])
+		if held < delay {
+			t.Errorf("request %d reached the handler %v after its decision, before its Delay of %v", i, held, delay)
 		}
-	}
-	for i := 1; i < len(arrivals); i++ {
-		if gap := arrivals[i].Sub(arrivals[i-1]); gap < 30*time.Millisecond {
-			t.Errorf("gap %d: %s", i, gap)
+		if over := probe.Over(decided[i], held, delay); over > timing.Slack {
+			t.Errorf("request %d held %v, %v beyond its Delay of %v and the %v the scheduler was late (allowed %v); %v",
+				i, held, over, delay, probe.Late(decided[i], arrived[i]), timing.Slack, probe)
 		}
 	}
 }
@@ -426,7 +433,9 @@ func TestShapingSpacesRequests(t *testing.T) {
 func TestShapingClientLeaves(t *testing.T) {
 	var called atomic.Int32
 	mem := floodgate.NewMemory(floodgate.WithClock(floodgate.NewManualClock(epoch))) // frozen: only requests move the queue
-	limit := floodgate.Limit{Algorithm: floodgate.LeakyBucket, Rate: 1, Period: time.Second, Burst: 5}
+	// One an hour: the second request is held an hour, so within the test
+	// only its client's leaving can end the hold.
+	limit := floodgate.Limit{Algorithm: floodgate.LeakyBucket, Rate: 1, Period: time.Hour, Burst: 5}
 	queued := func() int64 {
 		t.Helper()
 		d, err := mem.AllowN(context.Background(), "q:x", limit, 0)
@@ -435,7 +444,8 @@ func TestShapingClientLeaves(t *testing.T) {
 		}
 		return limit.Burst - d.Remaining
 	}
-	mw, err := New(mem, Options{Rules: []Rule{{Name: "q", Limit: limit, Key: Constant("x")}}})
+	lim := signalling{mem, make(chan time.Time, 2)}
+	mw, err := New(lim, Options{MaxDelay: 2 * time.Hour, Rules: []Rule{{Name: "q", Limit: limit, Key: Constant("x")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,21 +455,30 @@ func TestShapingClientLeaves(t *testing.T) {
 		inner.ServeHTTP(w, r)
 		returned <- struct{}{}
 	}))
-	defer srv.Close()
+	defer func() {
+		if t.Failed() {
+			srv.Config.Close() // without waiting an hour for a held handler
+			return
+		}
+		srv.Close()
+	}()
 	if r := get(t, srv.URL); r.status != 200 {
 		t.Fatal(r.status)
 	}
+	<-lim.decided
 	<-returned
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
-		t.Fatalf("held request answered %d", resp.StatusCode)
+	client, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
 	}
+	if _, err := io.WriteString(client, "GET / HTTP/1.1\r\nHost: held\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-lim.decided  // admitted, to be held an hour
+	client.Close() // the client leaves
 	select {
 	case <-returned:
-	case <-time.After(700 * time.Millisecond): // well before the 1 s hold ends
+	case <-time.After(timing.Patience):
 		t.Fatal("middleware still holds a request whose client left")
 	}
 	if n := called.Load(); n != 1 {
@@ -490,16 +509,16 @@ func TestMaxDelay(t *testing.T) {
 	if f := fields(t, r.header)["q"]; f["t"] > 1 {
 		t.Fatalf("t %d beyond Retry-After", f["t"])
 	}
+	// NoShaping passes every admitted request on at once, whatever its
+	// Delay: at one an hour, requests that a hold would refuse (beyond
+	// MaxDelay) or keep for hours.
 	opts.NoShaping = true
-	start := time.Now()
+	opts.Rules[0].Limit = floodgate.Limit{Algorithm: floodgate.LeakyBucket, Rate: 1, Period: time.Hour, Burst: 10}
 	url = serve(t, floodgate.NewMemory(floodgate.WithClock(clock)), opts, nil)
-	for range 10 {
+	for i := range 10 {
 		if r := get(t, url); r.status != 200 {
-			t.Fatalf("NoShaping: %d", r.status)
+			t.Fatalf("NoShaping: request %d (Delay %dh): %d", i, i, r.status)
 		}
-	}
-	if time.Since(start) > 500*time.Millisecond {
-		t.Fatal("NoShaping held requests")
 	}
 }
 

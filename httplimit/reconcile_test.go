@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
 // tokensPerMinute is the reconciled rule of these tests: 1000 tokens a
@@ -307,7 +308,7 @@ func TestReconcileClientLeaves(t *testing.T) {
 	resp.Body.Close()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(timing.Patience):
 		t.Fatal("the handler did not notice the client leaving")
 	}
 	mu.Lock()
