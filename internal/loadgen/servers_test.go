@@ -35,6 +35,40 @@ type rlsServer struct {
 	mu    sync.Mutex
 	peers map[string]bool
 	times []time.Time
+
+	// The first gathering calls wait until that many have arrived; gathered
+	// is closed then. See gather.
+	gathering, arrived int
+	gathered           chan struct{}
+}
+
+// gather makes the first n calls wait for each other: a run with n workers
+// then has each worker make one of them. Call it before the run.
+func (s *rlsServer) gather(n int) {
+	s.gathering, s.gathered = n, make(chan struct{})
+}
+
+// await holds one of the first s.gathering calls until all have arrived.
+func (s *rlsServer) await(ctx context.Context) error {
+	if s.gathering == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	s.arrived++
+	n := s.arrived
+	if n == s.gathering {
+		close(s.gathered)
+	}
+	s.mu.Unlock()
+	if n > s.gathering {
+		return nil
+	}
+	select {
+	case <-s.gathered:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 func (s *rlsServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -47,6 +81,9 @@ func (s *rlsServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 	}
 	s.times = append(s.times, time.Now())
 	s.mu.Unlock()
+	if err := s.await(ctx); err != nil {
+		return nil, err
+	}
 	code := rlsv3.RateLimitResponse_OK
 	if s.calls.Add(1)%3 == 0 {
 		code = rlsv3.RateLimitResponse_OVER_LIMIT
