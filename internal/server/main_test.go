@@ -25,6 +25,7 @@ import (
 	"github.com/floodgate-io/floodgate/internal/metrics"
 	"github.com/floodgate-io/floodgate/internal/server"
 	"github.com/floodgate-io/floodgate/internal/testkit"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -110,7 +111,7 @@ func newHarness(t *testing.T, s setup) *harness {
 	h.served = make(chan error, 1)
 	go func() { h.served <- h.srv.Serve(ctx, httpLn, grpcLn) }()
 	h.url = "http://" + httpLn.Addr().String()
-	h.http = &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	h.http = &http.Client{Transport: &http.Transport{}, Timeout: timing.Patience}
 	var err error
 	h.conn, err = grpc.NewClient(grpcLn.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

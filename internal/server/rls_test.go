@@ -16,6 +16,7 @@ import (
 
 	"github.com/floodgate-io/floodgate/internal/headers"
 	"github.com/floodgate-io/floodgate/internal/server"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
 const (
@@ -37,7 +38,7 @@ func rreq(ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitRequest {
 
 func (h *harness) should(req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timing.Patience)
 	defer cancel()
 	resp, err := h.rls.ShouldRateLimit(ctx, req)
 	if err != nil {

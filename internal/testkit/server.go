@@ -12,12 +12,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
 const (
 	// startTimeout is how long a server gets to answer after exec; a healthy
-	// one needs a few milliseconds, so hitting this means something is wrong.
-	startTimeout = 10 * time.Second
+	// one needs a few milliseconds, so hitting this means something is wrong
+	// (a busy machine can make it seconds).
+	startTimeout = timing.Patience
 	// stopTimeout bounds a graceful Stop before falling back to SIGKILL.
 	stopTimeout = 10 * time.Second
 	// pollInterval paces readiness polling: short enough not to slow tests
