@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate/internal/testkit"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
-const sharedLimit = `{"key":"tenant:acme","limit":{"algorithm":"fixed_window","rate":6,"period":"1h"}}`
+// sharedLimit is 6 a day, in windows of a day that clearOfWindowEdge keeps
+// the tests inside.
+const sharedLimit = `{"key":"tenant:acme","limit":{"algorithm":"fixed_window","rate":6,"period":"24h"}}`
 
 // admitted sends n requests to a node and counts the 200s.
 func admitted(t *testing.T, httpAddr string, n int) int {
@@ -28,10 +31,11 @@ func admitted(t *testing.T, httpAddr string, n int) int {
 }
 
 // With --strategy local each node of a fleet of --nodes enforces its
-// share, in memory: 6 an hour over two nodes is 3 on each.
+// share, in memory: 6 a day over two nodes is 3 on each.
 func TestServeLocalSplitsTheLimit(t *testing.T) {
 	a, _, _ := startServe(t, "--strategy", "local", "--nodes", "2", "--node-name", "a")
 	b, _, _ := startServe(t, "--strategy", "local", "--nodes", "2", "--node-name", "b")
+	clearOfWindowEdge(t, 24*time.Hour)
 	if got := admitted(t, a, 5); got != 3 {
 		t.Fatalf("node a admitted %d of 5, want its share 3", got)
 	}
@@ -60,6 +64,7 @@ func TestServeGossipSharesTheLimit(t *testing.T) {
 	a, seed := startNode(t, "node-a", "--strategy", "gossip", "--sync-interval", "50ms")
 	b, _ := startNode(t, "node-b", "--strategy", "gossip", "--sync-interval", "50ms", "--cluster-join", seed)
 	c, _ := startNode(t, "node-c", "--strategy", "gossip", "--sync-interval", "50ms", "--cluster-join", seed)
+	clearOfWindowEdge(t, 24*time.Hour)
 	if got := admitted(t, a, 6); got != 6 {
 		t.Fatalf("node a admitted %d of 6", got)
 	}
@@ -88,6 +93,7 @@ func TestServeSyncedSharesTheLimitThroughRedis(t *testing.T) {
 	srv := testkit.StartServer(t)
 	a, _, _ := startServe(t, "--redis", srv.Addr(), "--strategy", "synced", "--sync-interval", "20ms")
 	b, _, _ := startServe(t, "--redis", srv.Addr(), "--strategy", "synced", "--sync-interval", "20ms")
+	clearOfWindowEdge(t, 24*time.Hour)
 	if got := admitted(t, a, 6); got != 6 {
 		t.Fatalf("node a admitted %d of 6", got)
 	}
@@ -101,11 +107,13 @@ func TestServeSyncedSharesTheLimitThroughRedis(t *testing.T) {
 // whatever the nodes' order, the fleet never admits more than the limit.
 func TestServeLeasedNeverOvershoots(t *testing.T) {
 	srv := testkit.StartServer(t)
-	// A generous store timeout: under fail_open (the default) a renewal
-	// slower than it would be admitted by the failure policy, not the lease.
-	args := []string{"--redis", srv.Addr(), "--strategy", "leased", "--nodes", "2", "--sync-interval", "20ms", "--store-timeout", "5s"}
+	// A store timeout only a hang reaches: under fail_open (the default) a
+	// renewal slower than it would be admitted by the failure policy, not
+	// the lease, however busy the machine.
+	args := []string{"--redis", srv.Addr(), "--strategy", "leased", "--nodes", "2", "--sync-interval", "20ms", "--store-timeout", timing.Patience.String()}
 	a, _, _ := startServe(t, args...)
 	b, _, _ := startServe(t, args...)
+	clearOfWindowEdge(t, 24*time.Hour)
 	total := 0
 	for range 4 {
 		total += admitted(t, a, 3) + admitted(t, b, 3)
@@ -128,7 +136,7 @@ func TestServeRejectsBadFleetSettings(t *testing.T) {
 		{[]string{"--strategy", "local", "--cluster-bind", "localhost:1"}, "--cluster-bind localhost:1"},
 	} {
 		var out, errOut bytes.Buffer
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), timing.Patience)
 		code := Main(ctx, append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, tc.args...), &out, &errOut)
 		cancel()
 		if code == 0 || !strings.Contains(errOut.String(), tc.want) {
@@ -144,17 +152,18 @@ func TestServePolicyPicksTheStrategyPerLimit(t *testing.T) {
 	policy := `domain: api
 descriptors:
   - key: split
-    rate_limit: {unit: hour, requests_per_unit: 6, strategy: local}
+    rate_limit: {unit: day, requests_per_unit: 6, strategy: local}
   - key: whole
-    rate_limit: {unit: hour, requests_per_unit: 6}
+    rate_limit: {unit: day, requests_per_unit: 6}
   - key: sampled
-    rate_limit: {unit: hour, requests_per_unit: 6, strategy: {name: sampled, one_in: 1}}
+    rate_limit: {unit: day, requests_per_unit: 6, strategy: {name: sampled, one_in: 1}}
 `
 	if err := os.WriteFile(file, []byte(policy), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srv := testkit.StartServer(t)
 	httpAddr, _, _ := startServe(t, "--config", file, "--nodes", "2", "--redis", srv.Addr())
+	clearOfWindowEdge(t, 24*time.Hour)
 	count := func(key string) int {
 		ok := 0
 		for range 8 {

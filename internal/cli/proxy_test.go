@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate/internal/testkit"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
 var proxyListening = regexp.MustCompile(`proxy serving" http=(\S+)`)
@@ -120,15 +121,17 @@ func TestParseRate(t *testing.T) {
 	}
 }
 
-// routedPolicy limits the admin host to 2 requests a minute, writes under
-// /items to 1 per client address, and leaves the rest alone.
+// routedPolicy limits the admin host to 2 requests a day, writes under
+// /items to 1 per client address, and leaves the rest alone. Its windows
+// are a day long: the tests count on the real clock, after
+// clearOfWindowEdge.
 const routedPolicy = `domain: gw
 descriptors:
   - key: host
     value: admin.example.com
-    rate_limit: {unit: minute, requests_per_unit: 2, name: admin}
+    rate_limit: {unit: day, requests_per_unit: 2, name: admin}
   - key: writes
-    rate_limit: {unit: minute, requests_per_unit: 1, name: writes}
+    rate_limit: {unit: day, requests_per_unit: 1, name: writes}
 routes:
   - host: admin.example.com
     descriptors: [{entries: [{key: host, from: host}]}]
@@ -163,6 +166,7 @@ func send(t *testing.T, method, host, url string) *http.Response {
 // With --config the proxy limits by the policy's routes.
 func TestProxyWithConfigRoutes(t *testing.T) {
 	addr := startProxy(t, "--config", writePolicy(t, routedPolicy))
+	clearOfWindowEdge(t, 24*time.Hour)
 	for i, s := range []struct {
 		method, host, path string
 		status             int
@@ -193,6 +197,7 @@ func TestProxyWithConfigSharesRedis(t *testing.T) {
 	path := writePolicy(t, routedPolicy)
 	a := startProxy(t, "--config", path, "--redis", srv.Addr())
 	b := startProxy(t, "--config", path, "--redis", srv.Addr())
+	clearOfWindowEdge(t, 24*time.Hour)
 	for i, s := range []struct {
 		addr   string
 		status int
@@ -237,6 +242,7 @@ func TestProxyRejectsBadConfig(t *testing.T) {
 func TestProxyReloadsConfig(t *testing.T) {
 	path := writePolicy(t, routedPolicy)
 	addr, logs := startProxyLogs(t, "--config", path)
+	clearOfWindowEdge(t, 24*time.Hour)
 	limited := func() bool {
 		send(t, "POST", "www.example.com", "http://"+addr+"/other")
 		return send(t, "POST", "www.example.com", "http://"+addr+"/other").StatusCode == 429
@@ -250,7 +256,7 @@ func TestProxyReloadsConfig(t *testing.T) {
 		}
 	}
 	rewrite(strings.Replace(routedPolicy, "path_prefix: /items", "path_prefix: /other", 1))
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(timing.Patience)
 	for !limited() {
 		if time.Now().After(deadline) {
 			t.Fatal("the new route did not take effect")

@@ -17,7 +17,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/internal/testkit"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
 var listening = regexp.MustCompile(`http=(\S+) grpc=(\S+)`)
@@ -46,11 +48,11 @@ func startCommand(t *testing.T, ready *regexp.Regexp, args []string) ([]string, 
 			if code != 0 {
 				t.Errorf("%s exited %d after SIGTERM-like cancel; logs:\n%s", args[0], code, logs)
 			}
-		case <-time.After(15 * time.Second):
+		case <-time.After(timing.Patience):
 			t.Errorf("%s did not stop; logs:\n%s", args[0], logs)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(timing.Patience)
 	for time.Now().Before(deadline) {
 		if m := ready.FindStringSubmatch(logs.String()); m != nil {
 			return m, logs
@@ -99,15 +101,19 @@ func shouldRateLimit(t *testing.T, grpcAddr, domain string, kv ...string) *pb.Ra
 }
 
 // The README's run command, in process: the built-in policy in memory.
+// Its per-user limit is 10 a second in bursts of 20: a request of cost 20
+// takes the whole burst, and a second one passes only once the bucket has
+// refilled, 2s later on the real clock, which the test measures.
 func TestServeWithTheBuiltInPolicy(t *testing.T) {
 	httpAddr, grpcAddr, _ := startServe(t)
-	for i := 0; i < 20; i++ { // per-user: bursts of 20
-		if code, body := allow(t, httpAddr, `{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}`); code != 200 {
-			t.Fatalf("request %d: %d %v", i, code, body)
-		}
+	const burst = `{"domain":"example","cost":20,"descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}`
+	start := time.Now()
+	if code, body := allow(t, httpAddr, burst); code != 200 {
+		t.Fatalf("a burst of 20: %d %v", code, body)
 	}
-	if code, _ := allow(t, httpAddr, `{"domain":"example","descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}`); code != 429 {
-		t.Fatalf("21st request: %d", code)
+	code, body := allow(t, httpAddr, burst)
+	if took := time.Since(start); code != 429 && (code != 200 || took < 2*time.Second) {
+		t.Fatalf("a second burst of 20 %v after the first: %d %v, want 429 (the bucket refills in 2s)", took, code, body)
 	}
 	if r := shouldRateLimit(t, grpcAddr, "example", "remote_address", "127.0.0.1"); r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 99 {
 		t.Fatalf("gRPC: %v", r)
@@ -119,7 +125,8 @@ func TestServeWithRedisSharesTheLimit(t *testing.T) {
 	srv := testkit.StartServer(t)
 	a, _, _ := startServe(t, "--redis", srv.Addr())
 	b, grpcB, _ := startServe(t, "--redis", srv.Addr())
-	body := `{"key":"shared","limit":{"algorithm":"fixed_window","rate":4,"period":"1h"}}`
+	body := `{"key":"shared","limit":{"algorithm":"fixed_window","rate":4,"period":"24h"}}`
+	clearOfWindowEdge(t, 24*time.Hour)
 	for i, addr := range []string{a, b, a, b} {
 		if code, out := allow(t, addr, body); code != 200 {
 			t.Fatalf("request %d: %d %v", i, code, out)
@@ -142,13 +149,14 @@ func TestServeReloadsItsConfig(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "policy.yaml")
 	write := func(rate string) {
-		if err := os.WriteFile(file, []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: "+rate+"}\n"), 0o644); err != nil {
+		if err := os.WriteFile(file, []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: "+rate+"}\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	write("1")
 	httpAddr, _, logs := startServe(t, "--config", file)
 	req := `{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"ann"}]}]}`
+	clearOfWindowEdge(t, 24*time.Hour)
 	allow(t, httpAddr, req)
 	if code, _ := allow(t, httpAddr, req); code != 429 {
 		t.Fatalf("limit 1: second request %d", code)
@@ -158,18 +166,32 @@ func TestServeReloadsItsConfig(t *testing.T) {
 	write("five")
 	waitFor(t, func() bool { return strings.Contains(logs.String(), "config reload failed") }, "the broken edit to be reported")
 	if code, _ := allow(t, httpAddr, req); code != 200 {
-		t.Fatalf("after a broken edit the old policy (5/h) should still be in force: %d", code)
+		t.Fatalf("after a broken edit the old policy (5 a day) should still be in force: %d", code)
 	}
 }
 
+// waitFor polls cond until it holds; timing.Patience bounds a hang.
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(timing.Patience)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("waited %v for %s", timing.Patience, what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// clearOfWindowEdge returns once the fixed window of length period that
+// the real clock is in (windows are aligned to the Unix epoch) has more
+// than timing.Patience left, waiting for the next one if need be: a test
+// that counts in one window on the real clock then stays in it however
+// slowly it runs. With windows of a day it waits once in 1,440 runs.
+func clearOfWindowEdge(t *testing.T, period time.Duration) {
+	t.Helper()
+	if left := period - time.Duration(time.Now().UnixNano()%int64(period)); left <= timing.Patience {
+		t.Logf("waiting %v for the next window of %v", left, period)
+		time.Sleep(left + time.Second) // a second for the clocks of Redis and the limiter
 	}
 }
 
@@ -203,6 +225,10 @@ func TestServeRejectsBadSettings(t *testing.T) {
 // timeout, the breaker's state reaches /metrics, and fail_closed limits make
 // the service not ready.
 func TestServeWhenRedisDies(t *testing.T) {
+	// A request's bound: the store timeout (serve's default) and an HTTP
+	// round trip on loopback, beyond what the scheduler was late.
+	const roundTrip = 100 * time.Millisecond
+	storeTimeout := failover.DefaultTimeout
 	srv := testkit.StartServer(t)
 	httpAddr, _, _ := startServe(t, "--redis", srv.Addr(), "--failure-mode", "fail_closed")
 	body := `{"key":"k","limit":{"algorithm":"fixed_window","rate":100,"period":"1h"}}`
@@ -210,11 +236,13 @@ func TestServeWhenRedisDies(t *testing.T) {
 		t.Fatalf("with Redis up: %d", code)
 	}
 	srv.Kill()
+	probe := timing.StartProbe(t)
 	for range 10 {
 		start := time.Now()
 		code, _ := allow(t, httpAddr, body)
-		if took := time.Since(start); took > time.Second {
-			t.Fatalf("a decision took %v with Redis down", took)
+		if took := time.Since(start); probe.Over(start, took, storeTimeout+roundTrip) > timing.Slack {
+			t.Fatalf("a decision took %v with Redis down: more than %v, %v and the %v the scheduler was late; %v",
+				took, storeTimeout, roundTrip, probe.Late(start, start.Add(took)), probe)
 		}
 		if code != 429 {
 			t.Fatalf("fail_closed with Redis down: %d, want 429", code)
