@@ -26,47 +26,60 @@ import (
 // time they asked for, so that a test about real time can allow for a busy
 // machine by measuring it instead of guessing a constant.
 //
-// One goroutine sleeps ProbeTick after ProbeTick and records each wake-up. A
-// goroutine that waits for a timer of its own (a deadline) in the same
-// interval is woken by the same timer machinery on the same CPUs, so when
-// the machine is too busy to run this process on time, both are late
-// together: a bound "returns by its deadline" holds in a test as "returns
-// by its deadline + Late(over the same interval) + a small constant".
-// Late sums the lateness over the interval, so it also covers a call held
-// up several times; on an idle machine it is about a tenth of a
-// millisecond for each millisecond of the interval.
+// It measures, over any interval (Late):
 //
-// A call that depends on another process (a Redis server on the same
-// machine) is also late when that process is not run: Watch adds its waits
-// for a CPU, as the kernel counts them, to Late.
+//   - timers: one goroutine sleeps ProbeTick after ProbeTick; the time its
+//     wake-ups came later than asked is what a goroutine waiting for a
+//     deadline of its own lost to the timer machinery and the CPUs;
+//   - goroutines: the longest a goroutine of this process waited, runnable,
+//     for the Go scheduler to run it (runtime/metrics /sched/latencies);
+//   - threads: the longest one thread of this process waited, runnable, for
+//     the kernel to run it (/proc/self/task/*/schedstat): a goroutine
+//     running on it stalled as long, which neither of the above sees; and
+//     how long all of them waited, for a path through several goroutines;
+//   - a watched process (Watch): how long, say, the redis-server a call
+//     depends on waited for a CPU;
+//   - the kernel's softirq threads (ksoftirqd, Linux): how long they waited
+//     for a CPU, during which packets, on loopback too, wait to be
+//     delivered.
 //
-// It also reads, for its report, what the kernel says: how long this
-// process's threads waited in a run queue (/proc/self/task/*/schedstat, on
-// Linux) and the Go scheduler's own runnable-to-running latencies.
+// A bound "returns by its deadline" holds in a test as "returns by its
+// deadline + Late(over the same interval) + Slack". On an idle machine Late
+// is about a tenth of a millisecond for each millisecond of the interval.
+// Samples of the kernel's and the runtime's counters are taken every
+// SampleEvery.
 type Probe struct {
 	tick time.Duration
 
 	mu      sync.Mutex
-	wakes   []wake // in time order
+	wakes   []time.Time // the timer goroutine's wake-ups, in order
+	samples []sample    // every SampleEvery, in order
 	stopped bool
 	watch   func() int // the process whose CPU waits count too (Watch)
 
-	stop, done chan struct{}
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	softirqd []int // the pids of the kernel's softirq threads
 
-	start      time.Time
-	startWait  time.Duration // run-queue wait of the process's threads at start
-	startHist  *metrics.Float64Histogram
-	wall, wait time.Duration // set by Stop
-	schedHist  *metrics.Float64Histogram
+	start     time.Time
+	startHist *metrics.Float64Histogram
+	wall      time.Duration // set by Stop
+	schedHist *metrics.Float64Histogram
 }
 
-// wake is one sleep of the probe: it asked for ProbeTick at asleep and ran
-// again at woke, when the watched process pid had waited for a CPU
-// peerWait in all.
-type wake struct {
-	asleep, woke time.Time
-	pid          int
-	peerWait     time.Duration
+// sample is what the kernel and the runtime said at one time.
+type sample struct {
+	at      time.Time
+	threads []threadWait  // this process's threads, by id: their run-queue waits so far
+	pid     int           // the watched process, 0 if none
+	peer    time.Duration // its main thread's run-queue wait so far
+	softirq time.Duration // the softirq threads' run-queue waits so far
+	sched   time.Duration // the longest a goroutine waited to run since the previous sample
+}
+
+type threadWait struct {
+	tid  int
+	wait time.Duration
 }
 
 // Slack is what a call may take beyond its own bound and the lateness a
@@ -82,52 +95,89 @@ const Slack = 10 * time.Millisecond
 // is never its assertion.
 const Patience = time.Minute
 
-// ProbeTick is how long the probe sleeps between wake-ups.
+// ProbeTick is how long the probe's timer goroutine sleeps between
+// wake-ups.
 const ProbeTick = time.Millisecond
 
-// maxWakes bounds the probe's memory (about 17 minutes of wake-ups).
+// SampleEvery is how often the probe reads the kernel's and the runtime's
+// counters (a few tens of microseconds of CPU each time).
+const SampleEvery = 5 * time.Millisecond
+
+// maxWakes bounds the probe's memory (about 17 minutes of wake-ups, and
+// as long of samples).
 const maxWakes = 1 << 20
 
 // StartProbe starts a probe that runs until Stop or the end of the
 // test.
 func StartProbe(tb testing.TB) *Probe {
 	tb.Helper()
-	p := &Probe{tick: ProbeTick, stop: make(chan struct{}), done: make(chan struct{}),
-		start: time.Now(), startHist: schedLatencies()}
-	p.startWait, _ = RunQueueWait()
-	go p.run()
+	p := &Probe{tick: ProbeTick, stop: make(chan struct{}), start: time.Now(), startHist: schedLatencies(),
+		softirqd: kernelThreads("ksoftirqd/")}
+	p.wg.Add(2)
+	go p.timers()
+	go p.sampler()
 	tb.Cleanup(p.Stop)
 	return p
 }
 
-func (p *Probe) run() {
-	defer close(p.done)
+func (p *Probe) timers() {
+	defer p.wg.Done()
 	t := time.NewTimer(p.tick)
 	defer t.Stop()
 	for {
-		asleep := time.Now()
-		t.Reset(p.tick)
 		select {
 		case <-p.stop:
 			return
 		case <-t.C:
 		}
-		w := wake{asleep: asleep, woke: time.Now()}
+		now := time.Now()
+		t.Reset(p.tick)
+		p.mu.Lock()
+		if len(p.wakes) < maxWakes {
+			p.wakes = append(p.wakes, now)
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *Probe) sampler() {
+	defer p.wg.Done()
+	t := time.NewTicker(SampleEvery)
+	defer t.Stop()
+	prev := schedLatencies()
+	for {
 		p.mu.Lock()
 		watch := p.watch
 		p.mu.Unlock()
+		s := sample{at: time.Now(), threads: threadWaits()}
+		for _, pid := range p.softirqd {
+			if wait, ok := processWait(pid); ok {
+				s.softirq += wait
+			}
+		}
 		if watch != nil {
 			if pid := watch(); pid > 0 {
 				if wait, ok := processWait(pid); ok {
-					w.pid, w.peerWait = pid, wait
+					s.pid, s.peer = pid, wait
 				}
 			}
 		}
+		if h := schedLatencies(); h != nil {
+			if d := subtract(h, prev); d != nil {
+				s.sched = histAt(d, 1)
+			}
+			prev = h
+		}
 		p.mu.Lock()
-		if len(p.wakes) < maxWakes {
-			p.wakes = append(p.wakes, w)
+		if len(p.samples) < maxWakes {
+			p.samples = append(p.samples, s)
 		}
 		p.mu.Unlock()
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
 	}
 }
 
@@ -140,14 +190,11 @@ func (p *Probe) Stop() {
 	default:
 	}
 	close(p.stop)
-	<-p.done
+	p.wg.Wait()
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.stopped = true
-	p.mu.Unlock()
 	p.wall = time.Since(p.start)
-	if w, ok := RunQueueWait(); ok {
-		p.wait = w - p.startWait
-	}
 	p.schedHist = subtract(schedLatencies(), p.startHist)
 }
 
@@ -162,64 +209,162 @@ func (p *Probe) Watch(pid func() int) {
 	p.watch = pid
 }
 
-// Late returns how long, in all, the probe was kept from running on time
-// during [from, to]: the sum of the lateness of its wake-ups whose sleeps
-// overlapped the interval, plus how long the watched process waited for a
-// CPU over those sleeps. A goroutine of this process that needed the CPU
-// during the interval, as often as it liked, was held up for about as
-// long, whether the machine stalled once or several times.
-func (p *Probe) Late(from, to time.Time) time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	// The first sleep that ended at or after from.
-	i := sort.Search(len(p.wakes), func(i int) bool { return !p.wakes[i].woke.Before(from) })
-	var late time.Duration
-	for ; i < len(p.wakes) && !p.wakes[i].asleep.After(to); i++ {
-		late += p.wakes[i].late(p.tick)
-		if i > 0 && p.wakes[i].pid != 0 && p.wakes[i].pid == p.wakes[i-1].pid {
-			late += max(0, p.wakes[i].peerWait-p.wakes[i-1].peerWait)
-		}
-	}
-	if i == len(p.wakes) && !p.stopped { // the interval runs past the last wake-up: the sleep in progress counts too
-		if n := len(p.wakes); n > 0 {
-			late += max(0, time.Since(p.wakes[n-1].woke)-p.tick)
-		}
-	}
-	return late
+// Lateness is what a Probe measured over an interval (see Probe).
+type Lateness struct {
+	Timers     time.Duration // the timer goroutine's wake-ups, summed
+	Goroutines time.Duration // the longest a goroutine waited to run
+	Thread     time.Duration // the longest one thread waited for a CPU
+	Threads    time.Duration // all threads' waits for a CPU, summed
+	Watched    time.Duration // the watched process's waits for a CPU
+	Kernel     time.Duration // the softirq threads' waits for a CPU, summed
 }
 
-func (w wake) late(tick time.Duration) time.Duration {
-	return max(0, w.woke.Sub(w.asleep)-tick)
+// Total is how late one goroutine's work (a caller returning after its
+// deadline) may be through no fault of its own.
+func (l Lateness) Total() time.Duration { return l.Timers + l.Goroutines + l.Thread + l.Watched }
+
+// Chain is how late work handed from goroutine to goroutine, and so from
+// thread to thread, and over the network (a request through a client
+// library, a proxy and a server), may be through no fault of its own: it
+// counts every thread's waits, and the kernel's.
+func (l Lateness) Chain() time.Duration {
+	return l.Timers + l.Goroutines + l.Threads + l.Watched + l.Kernel
+}
+
+func (l Lateness) String() string {
+	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+	return fmt.Sprintf("%v, %v along a chain (timers %v, goroutines %v, a thread %v of all threads' %v, watched %v, softirq %v)",
+		r(l.Total()), r(l.Chain()), r(l.Timers), r(l.Goroutines), r(l.Thread), r(l.Threads), r(l.Watched), r(l.Kernel))
+}
+
+// Late returns how late this process (and the watched one) ran during
+// [from, to] for one goroutine's work: Measure(from, to).Total().
+func (p *Probe) Late(from, to time.Time) time.Duration { return p.Measure(from, to).Total() }
+
+// Measure returns what the probe measured over [from, to], by kind.
+func (p *Probe) Measure(from, to time.Time) Lateness {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var l Lateness
+	// The sleeps that overlap the interval: the one that ended first at or
+	// after from, and those after it that began by to.
+	i := sort.Search(len(p.wakes), func(i int) bool { return !p.wakes[i].Before(from) })
+	for ; i < len(p.wakes) && !p.asleep(i).After(to); i++ {
+		l.Timers += max(0, p.wakes[i].Sub(p.asleep(i))-p.tick)
+	}
+	if i == len(p.wakes) && !p.stopped { // the sleep in progress
+		l.Timers += max(0, time.Since(p.asleep(i))-p.tick)
+	}
+	if len(p.samples) == 0 {
+		return l
+	}
+	// The samples that bracket the interval.
+	a := max(0, sort.Search(len(p.samples), func(i int) bool { return p.samples[i].at.After(from) })-1)
+	b := min(len(p.samples)-1, sort.Search(len(p.samples), func(i int) bool { return !p.samples[i].at.Before(to) }))
+	for k := a + 1; k <= b; k++ {
+		s, prev := p.samples[k], p.samples[k-1]
+		l.Goroutines = max(l.Goroutines, s.sched)
+		if s.pid != 0 && s.pid == prev.pid {
+			l.Watched += max(0, s.peer-prev.peer)
+		}
+		l.Kernel += max(0, s.softirq-prev.softirq)
+	}
+	l.Thread, l.Threads = threadWaitsSince(p.samples[a].threads, p.samples[b].threads)
+	return l
+}
+
+// asleep is when the sleep that ended with wake-up i began.
+func (p *Probe) asleep(i int) time.Time {
+	if i == 0 {
+		return p.start
+	}
+	return p.wakes[i-1]
+}
+
+// threadWaitsSince is the most any one thread waited between two readings
+// (both by thread id), and what all of them waited.
+func threadWaitsSince(before, after []threadWait) (longest, all time.Duration) {
+	j := 0
+	for _, t := range after {
+		for j < len(before) && before[j].tid < t.tid {
+			j++
+		}
+		base := time.Duration(0) // a thread started since
+		if j < len(before) && before[j].tid == t.tid {
+			base = before[j].wait
+		}
+		longest = max(longest, t.wait-base)
+		all += max(0, t.wait-base)
+	}
+	return longest, all
 }
 
 // String reports the lateness of the probe's wake-ups (their
-// distribution), and, once stopped, how long the process's threads waited
-// for a CPU in all (the sum over threads, so it can exceed the wall time)
-// and the Go scheduler's runnable-to-running latencies.
+// distribution), how long the watched process waited for a CPU, and, once
+// stopped, how long this process's threads waited for a CPU in all (the
+// sum over threads, so it can exceed the wall time) and the Go scheduler's
+// runnable-to-running latencies.
 func (p *Probe) String() string {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	lates := make([]time.Duration, len(p.wakes))
-	var peer time.Duration
-	for i, w := range p.wakes {
-		lates[i] = w.late(p.tick)
-		if i > 0 && w.pid != 0 && w.pid == p.wakes[i-1].pid {
-			peer += max(0, w.peerWait-p.wakes[i-1].peerWait)
-		}
+	for i := range p.wakes {
+		lates[i] = max(0, p.wakes[i].Sub(p.asleep(i))-p.tick)
 	}
-	watched := p.watch != nil
-	p.mu.Unlock()
 	var b strings.Builder
 	fmt.Fprintf(&b, "timer lateness (%s ticks) %s", p.tick, Summarize(lates))
-	if watched {
-		fmt.Fprintf(&b, "; the watched process waited for a CPU %s", peer.Round(time.Millisecond))
-	}
-	if p.wall > 0 {
-		fmt.Fprintf(&b, "; threads waited for a CPU %s in %s of wall time", p.wait.Round(time.Millisecond), p.wall.Round(time.Millisecond))
+	if n := len(p.samples); n > 1 {
+		first, last := p.samples[0], p.samples[n-1]
+		var threads, peer time.Duration
+		softirq := last.softirq - first.softirq
+		for _, t := range last.threads {
+			threads += t.wait
+		}
+		for _, t := range first.threads {
+			threads -= t.wait
+		}
+		for k := 1; k < n; k++ {
+			if s := p.samples[k]; s.pid != 0 && s.pid == p.samples[k-1].pid {
+				peer += max(0, s.peer-p.samples[k-1].peer)
+			}
+		}
+		fmt.Fprintf(&b, "; threads waited for a CPU %s in %s", threads.Round(time.Millisecond), last.at.Sub(first.at).Round(time.Millisecond))
+		if p.watch != nil {
+			fmt.Fprintf(&b, ", the watched process %s", peer.Round(time.Millisecond))
+		}
+		if len(p.softirqd) > 0 {
+			fmt.Fprintf(&b, ", the softirq threads %s", softirq.Round(time.Millisecond))
+		}
 	}
 	if h := p.schedHist; h != nil {
 		fmt.Fprintf(&b, "; goroutines runnable before running p99 ≤ %s, max ≤ %s", histAt(h, 0.99), histAt(h, 1))
 	}
 	return b.String()
+}
+
+// threadWaits reads the run-queue wait of each thread of this process, by
+// thread id; nil where the kernel does not say.
+func threadWaits() []threadWait {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	waits := make([]threadWait, 0, len(tasks))
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread has exited
+		}
+		if wait, ok := parseWait(b); ok {
+			waits = append(waits, threadWait{tid, wait})
+		}
+	}
+	slices.SortFunc(waits, func(a, b threadWait) int { return a.tid - b.tid })
+	return waits
 }
 
 // RunQueueWait is how long, in all, the threads of this process have
@@ -228,23 +373,32 @@ func (p *Probe) String() string {
 // say (not Linux, or schedstats off). Threads that have exited no longer
 // count, so compare two readings only for a steady set of threads.
 func RunQueueWait() (time.Duration, bool) {
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return 0, false
-	}
+	waits := threadWaits()
 	var sum time.Duration
-	read := false
-	for _, task := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/schedstat")
+	for _, t := range waits {
+		sum += t.wait
+	}
+	return sum, len(waits) > 0
+}
+
+// kernelThreads returns the pids of the kernel threads whose names start
+// with prefix (as /proc/PID/comm has them); none where there is no /proc.
+func kernelThreads(prefix string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
-			continue // the thread has exited
+			continue
 		}
-		if wait, ok := parseWait(b); ok {
-			sum += wait
-			read = true
+		if comm, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err == nil && strings.HasPrefix(string(comm), prefix) {
+			pids = append(pids, pid)
 		}
 	}
-	return sum, read
+	return pids
 }
 
 // processWait is how long the main thread of process pid has waited in a
