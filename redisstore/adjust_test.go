@@ -62,7 +62,7 @@ func TestAdjustOnAnUnreachableStore(t *testing.T) {
 		t.Fatalf("error %v, want one wrapping ErrStoreUnavailable", err)
 	}
 	if waited := time.Since(start); probe.Over(start, waited, timeout) > timing.Slack {
-		t.Fatalf("waited %v with a %v timeout (the scheduler was late %v)", waited, timeout, probe.Late(start, start.Add(waited)))
+		t.Fatalf("waited %v with a %v timeout (the scheduler was late %v)", waited, timeout, probe.Measure(start, start.Add(waited)))
 	}
 }
 

@@ -21,8 +21,8 @@ import (
 //
 // The whole batch, its refunds and the decisions it reports included,
 // returns within Timeout (or ctx's deadline) as AllowN does. A batch cut
-// off by its deadline goes on without its caller only to give back what it
-// took (within another Timeout); a request that was on the wire at that
+// off by its deadline takes nothing more and goes on without its caller
+// only to give back what it took; a request that was on the wire at that
 // moment may still have been counted, as in AllowN.
 func (l *Limiter) AllowAll(ctx context.Context, reqs []floodgate.Request) ([]floodgate.Decision, error) {
 	cs := make([]*compiled, len(reqs))
@@ -36,12 +36,11 @@ func (l *Limiter) AllowAll(ctx context.Context, reqs []floodgate.Request) ([]flo
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	batch := l.orderedBatch
-	if !l.cluster || sameSlot(l.cfg.KeyPrefix, reqs) {
-		batch = l.atomicBatch
-	}
-	return within(l, ctx, reqs[0].Key, func(ctx context.Context) ([]floodgate.Decision, error) {
-		return batch(ctx, reqs, cs)
+	return within(l, ctx, reqs[0].Key, func(ctx context.Context, left func() bool) ([]floodgate.Decision, error) {
+		if !l.cluster || sameSlot(l.cfg.KeyPrefix, reqs) {
+			return l.atomicBatch(ctx, reqs, cs)
+		}
+		return l.orderedBatch(ctx, left, reqs, cs)
 	})
 }
 
@@ -73,11 +72,15 @@ func (l *Limiter) atomicBatch(ctx context.Context, reqs []floodgate.Request, cs 
 	return out, nil
 }
 
-// orderedBatch takes the requests one by one and refunds on a denial.
-func (l *Limiter) orderedBatch(ctx context.Context, reqs []floodgate.Request, cs []*compiled) ([]floodgate.Decision, error) {
+// orderedBatch takes the requests one by one and refunds on a denial, or
+// as soon as its caller has left (it takes nothing more then).
+func (l *Limiter) orderedBatch(ctx context.Context, left func() bool, reqs []floodgate.Request, cs []*compiled) ([]floodgate.Decision, error) {
 	out := make([]floodgate.Decision, len(reqs))
 	taken := make([]int64, 0, len(reqs)) // the time each admitted request was decided at
 	for i, rq := range reqs {
+		if left() {
+			return nil, l.refundAll(ctx, reqs[:len(taken)], cs, taken, l.timedOut)
+		}
 		d, at, err := l.call(ctx, l.scripts.single[cs[i].params.Kind], rq.Key, singleArgs(l.now(), cs[i], rq.Cost, l.slack))
 		if err != nil {
 			return nil, l.refundAll(ctx, reqs[:len(taken)], cs, taken, err)
@@ -87,6 +90,9 @@ func (l *Limiter) orderedBatch(ctx context.Context, reqs []floodgate.Request, cs
 			if err := l.refundAll(ctx, reqs[:len(taken)], cs, taken, nil); err != nil {
 				return nil, err
 			}
+			if left() { // nobody to report to
+				return nil, l.timedOut
+			}
 			return l.report(ctx, reqs, cs, i, d)
 		}
 		taken = append(taken, at)
@@ -95,11 +101,10 @@ func (l *Limiter) orderedBatch(ctx context.Context, reqs []floodgate.Request, cs
 }
 
 // refundAll gives back what the first len(taken) requests took, newest
-// first. The refunds have a Timeout of their own, not bound to the batch's
-// context: a batch whose caller gave up, or whose deadline passed, still
-// gives back what it took.
+// first, on an ioContext of its own: a batch whose caller gave up, or whose
+// take ran out of time, still gives back what it took.
 func (l *Limiter) refundAll(ctx context.Context, reqs []floodgate.Request, cs []*compiled, taken []int64, cause error) error {
-	ctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), l.cfg.Timeout, l.timedOut)
+	ctx, cancel := l.ioContext(ctx)
 	defer cancel()
 	for i := len(taken) - 1; i >= 0; i-- {
 		if reqs[i].Cost == 0 {

@@ -307,16 +307,16 @@ func (b *batcher) done() []*pending {
 
 // send decides one batch and hands each caller its decision. A batch of
 // one goes as the single-request script, which is the cheaper call. The
-// call ends when the last of its callers stops waiting.
+// call waits for Redis as long as the connection does (see ioContext), not
+// only as long as its callers.
 func (b *batcher) send(batch []*pending) {
 	l := b.l
-	deadline := latest(batch)
-	ctx, cancel := context.WithDeadlineCause(context.Background(), deadline, l.timedOut)
+	ctx, cancel := l.ioContext(context.Background())
 	defer cancel()
 	if len(batch) == 1 {
 		p := batch[0]
 		p.d, _, p.err = l.call(ctx, l.scripts.single[p.c.params.Kind], p.key[len(l.cfg.KeyPrefix):], singleArgs(l.now(), p.c, p.cost, l.slack))
-		l.answer(p, deadline)
+		l.answer(p)
 		return
 	}
 	keys, args := batchCall(l.now(), l.slack, batch)
@@ -331,29 +331,29 @@ func (b *batcher) send(batch []*pending) {
 		} else {
 			p.d, _, p.err = decision(manyDecision(reply, i, width, p.c.params.Limit()))
 		}
-		l.answer(p, deadline)
+		l.answer(p)
 	}
 }
 
-// latest is the last deadline of a batch's callers.
-func latest(batch []*pending) time.Time {
-	t := batch[0].deadline
-	for _, p := range batch[1:] {
-		if p.deadline.After(t) {
-			t = p.deadline
-		}
-	}
-	return t
+// ioContext is the context of a call to Redis: it ends when the
+// connection would give up on an answer (Timeout + DialTimeout, rueidis's
+// ConnWriteTimeout), not at its callers' deadlines, which their own
+// timers enforce. rueidis closes a connection when a command sent alone
+// misses its context's deadline, so a deadline as short as the callers'
+// would turn every answer late by a millisecond into a reconnection, and,
+// on a busy machine, reconnections that miss it too into an outage; a
+// dial started for a call would be cut short the same way.
+func (l *Limiter) ioContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(context.WithoutCancel(parent), l.cfg.Timeout+l.cfg.DialTimeout, l.timedOut)
 }
 
 // answer hands a request's outcome to its caller, or recycles the request
 // if its caller has left. Either way the batch is done with p. A failure
-// once the batch's deadline has passed (the last of its callers') is that
-// deadline's, whatever the client library made of it first (a socket
-// deadline, a dial timing out): the caller gets the error its own timer
-// would have given it.
-func (l *Limiter) answer(p *pending, deadline time.Time) {
-	if p.err != nil && !time.Now().Before(deadline) {
+// once the caller's deadline has passed is that deadline's, whatever the
+// client library made of it: the caller gets the error its own timer would
+// have given it.
+func (l *Limiter) answer(p *pending) {
+	if p.err != nil && !time.Now().Before(p.deadline) {
 		p.err = l.late(context.Background(), p.key[len(l.cfg.KeyPrefix):], p.callers)
 	}
 	if p.state.CompareAndSwap(waiting, answered) {

@@ -102,7 +102,7 @@ func runBoundFault(t *testing.T, f testkit.Fault) {
 	if worstOver > timing.Slack {
 		t.Errorf("a decision at %v after the fault took %v: %v over the timeout (%v) and the scheduler's lateness then (%v); allowed %v",
 			worst.start.Sub(faultAt).Round(time.Millisecond), worst.took, worstOver, faultTimeout,
-			probe.Late(worst.start, worst.start.Add(worst.took)), timing.Slack)
+			probe.Measure(worst.start, worst.start.Add(worst.took)), timing.Slack)
 	}
 	if f.Down && len(failed) == 0 {
 		t.Errorf("no decision failed during the fault")

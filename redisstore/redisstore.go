@@ -218,20 +218,21 @@ func (l *Limiter) call(ctx context.Context, script *rueidis.Lua, key string, arg
 	return decision(reply)
 }
 
-// within runs call on a goroutine of its own, with a context that ends at
-// the caller's deadline (ctx's, or Timeout from now), and waits for it on
-// the caller's side until then: like a decision, a call that is not one
-// (AllowAll, Adjust) returns by its deadline whatever Redis and the client
-// library are doing. The goroutine ends when call returns, which it does by
-// the same deadline unless the client library holds it (a dial): it then
-// ends when the library lets go.
-func within[T any](l *Limiter, ctx context.Context, key string, call func(context.Context) (T, error)) (T, error) {
+// within runs call on a goroutine of its own and waits for it on the
+// caller's side until the caller's deadline (ctx's, or Timeout from now):
+// like a decision, a call that is not one (AllowAll, Adjust) returns by
+// its deadline whatever Redis and the client library are doing. call talks
+// to Redis on an ioContext, which outlives the caller, and asks left
+// before each step that commits more: whether its caller has stopped
+// waiting. The goroutine ends when call returns.
+func within[T any](l *Limiter, ctx context.Context, key string, call func(io context.Context, left func() bool) (T, error)) (T, error) {
 	deadline, callers := l.deadline(ctx)
-	callCtx, cancel := context.WithDeadlineCause(ctx, deadline, l.timedOut)
+	left := func() bool { return ctx.Err() != nil || !time.Now().Before(deadline) }
 	done := make(chan outcome[T], 1)
 	go func() {
+		io, cancel := l.ioContext(ctx)
 		defer cancel()
-		v, err := call(callCtx)
+		v, err := call(io, left)
 		done <- outcome[T]{v, err}
 	}()
 	timer := time.NewTimer(time.Until(deadline))

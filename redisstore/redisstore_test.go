@@ -175,7 +175,7 @@ func TestUnreachableStoreIsUnavailable(t *testing.T) {
 		t.Fatalf("error %v, want one wrapping ErrStoreUnavailable", err)
 	}
 	if waited := time.Since(start); probe.Over(start, waited, timeout) > timing.Slack {
-		t.Fatalf("waited %v with a %v timeout (the scheduler was late %v)", waited, timeout, probe.Late(start, start.Add(waited)))
+		t.Fatalf("waited %v with a %v timeout (the scheduler was late %v)", waited, timeout, probe.Measure(start, start.Add(waited)))
 	}
 	srv.Restart(t)
 	deadline := time.Now().Add(5 * time.Second)
@@ -255,7 +255,7 @@ func TestCallsReturnByTheirDeadline(t *testing.T) {
 						}
 						if over := probe.Over(start, took, bound); over > timing.Slack {
 							t.Errorf("took %v with a deadline %v away: %v over it and the scheduler's lateness then (%v)",
-								took, bound, over, probe.Late(start, start.Add(took)))
+								took, bound, over, probe.Measure(start, start.Add(took)))
 						}
 					})
 				}
@@ -303,9 +303,9 @@ func TestClusterBatchCutOffGivesBack(t *testing.T) {
 		t.Errorf("error %v, want the caller's deadline", err)
 	}
 	if over := probe.Over(start, took, callersDeadline); over > timing.Slack {
-		t.Errorf("took %v with a deadline %v away (the scheduler was late %v)", took, callersDeadline, probe.Late(start, start.Add(took)))
+		t.Errorf("took %v with a deadline %v away (the scheduler was late %v)", took, callersDeadline, probe.Measure(start, start.Add(took)))
 	}
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(timing.Patience); ; time.Sleep(10 * time.Millisecond) {
 		d, err := l.AllowN(ctx, ka, limit, 0)
 		if err == nil && d.Remaining == limit.Rate {
 			break
