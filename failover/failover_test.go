@@ -448,7 +448,7 @@ func TestTimeoutBound(t *testing.T) {
 					took := time.Since(start)
 					if over := probe.Over(start, took, timeout); over > timing.Slack {
 						t.Errorf("decision took %s: %s over the timeout (%s) and the scheduler's lateness then (%s)",
-							took, over, timeout, probe.Late(start, start.Add(took)))
+							took, over, timeout, probe.Measure(start, start.Add(took)))
 					}
 					if err != nil || !r.Degraded || !errors.Is(r.Cause, context.DeadlineExceeded) {
 						t.Errorf("Decide = %+v, %v; want degraded by the timeout", r, err)
@@ -524,7 +524,7 @@ func TestCallerContext(t *testing.T) {
 				t.Fatalf("Decide = %+v, %v; want no decision and %v", r, err, tc.want)
 			}
 			if took := time.Since(start); probe.Over(start, took, tc.bound) > timing.Slack {
-				t.Errorf("took %s; the caller gave up after %s (the scheduler was late %s)", took, tc.bound, probe.Late(start, start.Add(took)))
+				t.Errorf("took %s; the caller gave up after %s (the scheduler was late %s)", took, tc.bound, probe.Measure(start, start.Add(took)))
 			}
 			if l.Stats() != before {
 				t.Errorf("stats moved from %+v to %+v: the caller's giving up is not the store's failure", before, l.Stats())
@@ -764,7 +764,7 @@ func TestDeadlineAwareStoreRunsInline(t *testing.T) {
 	start := time.Now()
 	r, err := l.Decide(context.Background(), "k", floodgate.PerSecond(100), 1)
 	if took := time.Since(start); probe.Over(start, took, timeout) > timing.Slack {
-		t.Errorf("decision took %s with a %s timeout (the scheduler was late %s)", took, timeout, probe.Late(start, start.Add(took)))
+		t.Errorf("decision took %s with a %s timeout (the scheduler was late %s)", took, timeout, probe.Measure(start, start.Add(took)))
 	}
 	if err != nil || !r.Degraded || r.Allowed || !errors.Is(r.Cause, context.DeadlineExceeded) {
 		t.Fatalf("Decide = %+v, %v; want denied by fail_closed after the timeout", r, err)
