@@ -27,11 +27,10 @@ func (l *Limiter) Adjust(ctx context.Context, key string, limit floodgate.Limit,
 	if err != nil || delta == 0 {
 		return err
 	}
-	_, err = within(l, ctx, key, func(ctx context.Context, _ func() bool) (struct{}, error) {
+	return l.do(ctx, key, func(ctx context.Context, _ *pending) error {
 		if err := adjustScript.Exec(ctx, l.client, []string{l.cfg.KeyPrefix + key}, l.args(c, delta)).Error(); err != nil {
-			return struct{}{}, l.storeError(ctx, key, err)
+			return l.storeError(ctx, key, err)
 		}
-		return struct{}{}, nil
+		return nil
 	})
-	return err
 }

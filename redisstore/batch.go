@@ -36,12 +36,19 @@ func (l *Limiter) AllowAll(ctx context.Context, reqs []floodgate.Request) ([]flo
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	return within(l, ctx, reqs[0].Key, func(ctx context.Context, left func() bool) ([]floodgate.Decision, error) {
+	var out []floodgate.Decision
+	err := l.do(ctx, reqs[0].Key, func(ctx context.Context, p *pending) (err error) {
 		if !l.cluster || sameSlot(l.cfg.KeyPrefix, reqs) {
-			return l.atomicBatch(ctx, reqs, cs)
+			out, err = l.atomicBatch(ctx, reqs, cs)
+		} else {
+			out, err = l.orderedBatch(ctx, p.gone, reqs, cs)
 		}
-		return l.orderedBatch(ctx, left, reqs, cs)
+		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (l *Limiter) atomicBatch(ctx context.Context, reqs []floodgate.Request, cs []*compiled) ([]floodgate.Decision, error) {
@@ -74,23 +81,23 @@ func (l *Limiter) atomicBatch(ctx context.Context, reqs []floodgate.Request, cs 
 
 // orderedBatch takes the requests one by one and refunds on a denial, or
 // as soon as its caller has left (it takes nothing more then).
-func (l *Limiter) orderedBatch(ctx context.Context, left func() bool, reqs []floodgate.Request, cs []*compiled) ([]floodgate.Decision, error) {
+func (l *Limiter) orderedBatch(ctx context.Context, gone func() bool, reqs []floodgate.Request, cs []*compiled) ([]floodgate.Decision, error) {
 	out := make([]floodgate.Decision, len(reqs))
 	taken := make([]int64, 0, len(reqs)) // the time each admitted request was decided at
 	for i, rq := range reqs {
-		if left() {
-			return nil, l.refundAll(ctx, reqs[:len(taken)], cs, taken, l.timedOut)
+		if gone() {
+			return nil, l.refundAll(reqs[:len(taken)], cs, taken, l.timedOut)
 		}
 		d, at, err := l.call(ctx, l.scripts.single[cs[i].params.Kind], rq.Key, singleArgs(l.now(), cs[i], rq.Cost, l.slack))
 		if err != nil {
-			return nil, l.refundAll(ctx, reqs[:len(taken)], cs, taken, err)
+			return nil, l.refundAll(reqs[:len(taken)], cs, taken, err)
 		}
 		out[i] = d
 		if !d.Allowed {
-			if err := l.refundAll(ctx, reqs[:len(taken)], cs, taken, nil); err != nil {
+			if err := l.refundAll(reqs[:len(taken)], cs, taken, nil); err != nil {
 				return nil, err
 			}
-			if left() { // nobody to report to
+			if gone() { // nobody to report to
 				return nil, l.timedOut
 			}
 			return l.report(ctx, reqs, cs, i, d)
@@ -103,8 +110,8 @@ func (l *Limiter) orderedBatch(ctx context.Context, left func() bool, reqs []flo
 // refundAll gives back what the first len(taken) requests took, newest
 // first, on an ioContext of its own: a batch whose caller gave up, or whose
 // take ran out of time, still gives back what it took.
-func (l *Limiter) refundAll(ctx context.Context, reqs []floodgate.Request, cs []*compiled, taken []int64, cause error) error {
-	ctx, cancel := l.ioContext(ctx)
+func (l *Limiter) refundAll(reqs []floodgate.Request, cs []*compiled, taken []int64, cause error) error {
+	ctx, cancel := l.ioContext()
 	defer cancel()
 	for i := len(taken) - 1; i >= 0; i-- {
 		if reqs[i].Cost == 0 {

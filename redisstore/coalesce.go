@@ -45,11 +45,13 @@ const DefaultMaxBatch = 128
 // work per decision); switching by the last batch's size keeps both.
 const maxInFlight = 8
 
-// pending is one caller's request, waiting in a batch.
+// pending is one caller's request, waiting in a batch; or, with call set,
+// a call that is not a decision (see do).
 type pending struct {
-	key      string // with the prefix
+	key      string // with the prefix; a call's without
 	c        *compiled
 	cost     int64
+	call     func(context.Context, *pending) error
 	deadline time.Time // when its caller stops waiting
 	callers  bool      // the deadline is the caller's context's
 
@@ -161,12 +163,26 @@ func (l *Limiter) wait(ctx context.Context, p *pending) (floodgate.Decision, err
 	case <-ctx.Done():
 		p.timer.Stop()
 	}
-	key, callers := p.key[len(l.cfg.KeyPrefix):], p.callers
+	key, callers := l.keyOf(p), p.callers
 	if !p.state.CompareAndSwap(waiting, abandoned) {
 		<-p.done // answered as the wait ended: the value is on its way
 		return l.release(p)
 	}
 	return floodgate.Decision{}, l.late(ctx, key, callers)
+}
+
+// keyOf is p's key as its caller named it.
+func (l *Limiter) keyOf(p *pending) string {
+	if p.call != nil {
+		return p.key
+	}
+	return p.key[len(l.cfg.KeyPrefix):]
+}
+
+// gone reports whether p's caller has stopped waiting, or is about to:
+// for a call, to take nothing more on its behalf.
+func (p *pending) gone() bool {
+	return p.state.Load() == abandoned || !time.Now().Before(p.deadline)
 }
 
 // late is the error of a caller that stopped waiting for key: its
@@ -274,7 +290,11 @@ func (l *Limiter) sender(j job) {
 	idle := time.NewTimer(senderIdle)
 	defer idle.Stop()
 	for {
-		j.b.run(j.batch)
+		if j.b != nil {
+			j.b.run(j.batch)
+		} else {
+			l.runCall(j.batch[0])
+		}
 		idle.Reset(senderIdle)
 		select {
 		case j = <-l.work:
@@ -284,6 +304,32 @@ func (l *Limiter) sender(j job) {
 			return
 		}
 	}
+}
+
+// do runs call, a call to Redis that is not a decision (AllowAll,
+// Adjust), as a decision is sent: on a sender, on an ioContext, while its
+// caller waits for it on its own timer until its deadline (see wait). call
+// may ask p.gone before each step that commits more. A call abandoned at
+// its deadline may still have taken effect.
+func (l *Limiter) do(ctx context.Context, key string, call func(context.Context, *pending) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: key %q: %w", key, err)
+	}
+	p := l.pendings.Get().(*pending)
+	p.key, p.call = key, call
+	p.deadline, p.callers = l.deadline(ctx)
+	p.alone[0] = p
+	l.dispatch(nil, p.alone[:])
+	_, err := l.wait(ctx, p)
+	return err
+}
+
+// runCall runs a call (see do) and answers its caller.
+func (l *Limiter) runCall(p *pending) {
+	ctx, cancel := l.ioContext()
+	p.err = p.call(ctx, p)
+	cancel()
+	l.answer(p)
 }
 
 // run sends batches until the queue is empty.
@@ -311,7 +357,7 @@ func (b *batcher) done() []*pending {
 // only as long as its callers.
 func (b *batcher) send(batch []*pending) {
 	l := b.l
-	ctx, cancel := l.ioContext(context.Background())
+	ctx, cancel := l.ioContext()
 	defer cancel()
 	if len(batch) == 1 {
 		p := batch[0]
@@ -343,8 +389,8 @@ func (b *batcher) send(batch []*pending) {
 // would turn every answer late by a millisecond into a reconnection, and,
 // on a busy machine, reconnections that miss it too into an outage; a
 // dial started for a call would be cut short the same way.
-func (l *Limiter) ioContext(parent context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(context.WithoutCancel(parent), l.cfg.Timeout+l.cfg.DialTimeout, l.timedOut)
+func (l *Limiter) ioContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(context.Background(), l.cfg.Timeout+l.cfg.DialTimeout, l.timedOut)
 }
 
 // answer hands a request's outcome to its caller, or recycles the request
@@ -354,7 +400,7 @@ func (l *Limiter) ioContext(parent context.Context) (context.Context, context.Ca
 // have given it.
 func (l *Limiter) answer(p *pending) {
 	if p.err != nil && !time.Now().Before(p.deadline) {
-		p.err = l.late(context.Background(), p.key[len(l.cfg.KeyPrefix):], p.callers)
+		p.err = l.late(context.Background(), l.keyOf(p), p.callers)
 	}
 	if p.state.CompareAndSwap(waiting, answered) {
 		p.done <- struct{}{}
@@ -449,7 +495,7 @@ func (l *Limiter) release(p *pending) (floodgate.Decision, error) {
 // recycle puts a pending back in the pool, its done channel empty and its
 // timer stopped, by whoever owns it last (see pending.state).
 func (l *Limiter) recycle(p *pending) {
-	p.key, p.c, p.cost, p.callers, p.d, p.err, p.alone[0] = "", nil, 0, false, floodgate.Decision{}, nil, nil
+	p.key, p.c, p.cost, p.call, p.callers, p.d, p.err, p.alone[0] = "", nil, 0, nil, false, floodgate.Decision{}, nil, nil
 	p.state.Store(waiting)
 	l.pendings.Put(p)
 }

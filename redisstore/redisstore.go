@@ -218,50 +218,6 @@ func (l *Limiter) call(ctx context.Context, script *rueidis.Lua, key string, arg
 	return decision(reply)
 }
 
-// within runs call on a goroutine of its own and waits for it on the
-// caller's side until the caller's deadline (ctx's, or Timeout from now):
-// like a decision, a call that is not one (AllowAll, Adjust) returns by
-// its deadline whatever Redis and the client library are doing. call talks
-// to Redis on an ioContext, which outlives the caller, and asks left
-// before each step that commits more: whether its caller has stopped
-// waiting. The goroutine ends when call returns.
-func within[T any](l *Limiter, ctx context.Context, key string, call func(io context.Context, left func() bool) (T, error)) (T, error) {
-	deadline, callers := l.deadline(ctx)
-	left := func() bool { return ctx.Err() != nil || !time.Now().Before(deadline) }
-	done := make(chan outcome[T], 1)
-	go func() {
-		io, cancel := l.ioContext(ctx)
-		defer cancel()
-		v, err := call(io, left)
-		done <- outcome[T]{v, err}
-	}()
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	select {
-	case o := <-done:
-		if o.err == nil || time.Now().Before(deadline) {
-			return o.v, o.err
-		}
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	select {
-	case o := <-done: // an answer that raced the deadline is still the answer
-		if o.err == nil {
-			return o.v, nil
-		}
-	default:
-	}
-	// A failure at the deadline is the deadline's, as in answer.
-	var zero T
-	return zero, l.late(ctx, key, callers)
-}
-
-type outcome[T any] struct {
-	v   T
-	err error
-}
-
 // prepare validates a request and compiles its limit.
 func (l *Limiter) prepare(key string, limit floodgate.Limit, cost int64) (*compiled, error) {
 	if err := floodgate.ValidateRequest(key, cost); err != nil {
