@@ -51,23 +51,19 @@ func TestRedisFaultsUnderLoad(t *testing.T) {
 	}
 }
 
-// outcome is what one decision of the load saw.
-type outcome struct {
-	start    time.Time
-	took     time.Duration
-	allowed  bool
-	degraded bool
-	asked    bool // the decision asked the store (the breaker did not skip it)
-	cause    error
+// result is what one decision of the load got.
+type result struct {
+	allowed, degraded bool
+	asked             bool // the decision asked the store (the breaker did not skip it)
+	cause             error
 }
 
-// run is one fault's timeline.
+// run is one fault's timeline and what was measured beside it.
 type run struct {
-	faultAt, healAt time.Time
-	outcomes        []outcome
-	events          *breakerLog
-	probe           *timing.Probe
-	path            *testkit.Pinger // the path to the store, apart from the client
+	testkit.FaultRun[result]
+	events *breakerLog
+	probe  *timing.Probe
+	path   *testkit.Pinger // the path to the store, apart from the client
 }
 
 func runFault(t *testing.T, mode failover.Mode, f testkit.Fault) {
@@ -91,50 +87,21 @@ func runFault(t *testing.T, mode failover.Mode, f testkit.Fault) {
 	limit := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 1_000_000, Period: 1000 * time.Hour}
 	key := fmt.Sprintf("fault:%s:%d", mode, time.Now().UnixNano())
 
-	const callers = 8
-	results := make([][]outcome, callers)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for g := range callers {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				t0 := time.Now()
-				res, err := lim.Decide(context.Background(), key, limit, 1)
-				took := time.Since(t0)
-				if err != nil {
-					t.Errorf("decision failed instead of degrading: %v", err)
-					return
-				}
-				results[g] = append(results[g], outcome{start: t0, took: took, allowed: res.Allowed, degraded: res.Degraded,
-					asked: !errors.Is(res.Cause, failover.ErrBreakerOpen), cause: res.Cause})
-				time.Sleep(loadSpacing)
-			}
-		})
-	}
-	time.Sleep(300 * time.Millisecond)
-	r.faultAt = time.Now()
-	f.Inject(t, srv, proxy)
-	time.Sleep(time.Second)
-	f.Heal(t, srv, proxy)
-	r.healAt = time.Now()
-	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
+	load := testkit.Load{Callers: 8, Spacing: loadSpacing, Warm: 300 * time.Millisecond, During: time.Second, After: 2 * time.Second}
+	r.FaultRun = testkit.RunFault(t, f, srv, proxy, load, func(int) result {
+		res, err := lim.Decide(context.Background(), key, limit, 1)
+		if err != nil {
+			t.Errorf("decision failed instead of degrading: %v", err)
+		}
+		return result{allowed: res.Allowed, degraded: res.Degraded, asked: !errors.Is(res.Cause, failover.ErrBreakerOpen), cause: res.Cause}
+	})
 	r.probe.Stop()
-	for _, rs := range results {
-		r.outcomes = append(r.outcomes, rs...)
-	}
 
 	checkBound(t, f, r)
 	checkPolicy(t, mode, f, r)
 	checkRecovery(t, r)
 	if !f.Forgets {
-		checkCounts(t, srv, key, limit, r.outcomes)
+		checkCounts(t, srv, key, limit, r.Calls)
 	}
 }
 
@@ -143,24 +110,14 @@ func runFault(t *testing.T, mode failover.Mode, f testkit.Fault) {
 func checkBound(t *testing.T, f testkit.Fault, r run) {
 	t.Helper()
 	var all, asked []time.Duration
-	var worst outcome
-	worstOver := time.Duration(-1 << 63)
-	for _, o := range r.outcomes {
-		all = append(all, o.took)
-		if o.asked {
-			asked = append(asked, o.took)
-		}
-		if over := r.probe.Over(o.start, o.took, storeTimeout); over > worstOver {
-			worst, worstOver = o, over
+	for _, o := range r.Calls {
+		all = append(all, o.Took)
+		if o.Result.asked {
+			asked = append(asked, o.Took)
 		}
 	}
 	t.Logf("%s: all decisions %s; those that asked the store %s", f.Name, timing.Summarize(all), timing.Summarize(asked))
-	t.Logf("%s: %s; worst decision %v over the timeout and the lateness", f.Name, r.probe, worstOver)
-	if worstOver > timing.Slack {
-		t.Errorf("a decision %v after the fault took %v: %v over the store timeout (%v) and the scheduler's lateness then (%v); allowed %v",
-			worst.start.Sub(r.faultAt).Round(time.Millisecond), worst.took, worstOver, storeTimeout,
-			r.probe.Measure(worst.start, worst.start.Add(worst.took)), timing.Slack)
-	}
+	testkit.CheckBound(t, r.probe, r.FaultRun, storeTimeout, f.Name)
 }
 
 // checkPolicy: the policy made the degraded decisions, and there were some
@@ -168,18 +125,18 @@ func checkBound(t *testing.T, f testkit.Fault, r run) {
 func checkPolicy(t *testing.T, mode failover.Mode, f testkit.Fault, r run) {
 	t.Helper()
 	during := 0
-	for _, o := range r.outcomes {
-		if !o.degraded {
+	for _, o := range r.Calls {
+		if !o.Result.degraded {
 			continue
 		}
-		if o.start.After(r.faultAt) && o.start.Before(r.healAt) {
+		if o.Start.After(r.FaultAt) && o.Start.Before(r.HealAt) {
 			during++
 		}
 		switch {
-		case mode == failover.FailClosed && o.allowed:
-			t.Errorf("fail_closed allowed a request %v after the fault", o.start.Sub(r.faultAt))
-		case mode != failover.FailClosed && !o.allowed:
-			t.Errorf("%s denied a request %v after the fault (the limit is far away)", mode, o.start.Sub(r.faultAt))
+		case mode == failover.FailClosed && o.Result.allowed:
+			t.Errorf("fail_closed allowed a request %v after the fault", o.Start.Sub(r.FaultAt))
+		case mode != failover.FailClosed && !o.Result.allowed:
+			t.Errorf("%s denied a request %v after the fault (the limit is far away)", mode, o.Start.Sub(r.FaultAt))
 		}
 	}
 	if f.Down && during == 0 {
@@ -190,7 +147,7 @@ func checkPolicy(t *testing.T, mode failover.Mode, f testkit.Fault, r run) {
 // checkCounts: the store counted every request it admitted; requests whose
 // reply was lost or came too late (latency, reset, a caller that stopped
 // waiting) may have been counted too, never more.
-func checkCounts(t *testing.T, srv *testkit.Server, key string, limit floodgate.Limit, outcomes []outcome) {
+func checkCounts(t *testing.T, srv *testkit.Server, key string, limit floodgate.Limit, outcomes []testkit.Timed[result]) {
 	t.Helper()
 	store, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}})
 	if err != nil {
@@ -204,9 +161,9 @@ func checkCounts(t *testing.T, srv *testkit.Server, key string, limit floodgate.
 	counted := limit.Rate - d.Remaining
 	var admitted, degraded int64
 	for _, o := range outcomes {
-		if o.degraded {
+		if o.Result.degraded {
 			degraded++
-		} else if o.allowed {
+		} else if o.Result.allowed {
 			admitted++
 		}
 	}
@@ -293,46 +250,46 @@ func checkRecovery(t *testing.T, r run) {
 			next := slices.IndexFunc(events[i+1:], func(e breakerEvent) bool { return e.msg == probing })
 			due := e.at.Add(coolDown)
 			if next < 0 {
-				if end := r.outcomes[len(r.outcomes)-1].start; end.Sub(due) > loadSpacing+r.probe.Late(due, end)+timing.Slack {
+				if end := r.Calls[len(r.Calls)-1].Start; end.Sub(due) > loadSpacing+r.probe.Late(due, end)+timing.Slack {
 					t.Errorf("no probe after the breaker opened at %v (heal at 0), until the end at %v",
-						e.at.Sub(r.healAt).Round(time.Millisecond), end.Sub(r.healAt).Round(time.Millisecond))
+						e.at.Sub(r.HealAt).Round(time.Millisecond), end.Sub(r.HealAt).Round(time.Millisecond))
 				}
 				continue
 			}
 			p := events[i+1+next].at
 			if late := p.Sub(due); late > loadSpacing+r.probe.Late(due, p)+timing.Slack {
 				t.Errorf("the breaker opened at %v (heal at 0) and probed at %v, %v after its CoolDown (the scheduler was late %v then)",
-					e.at.Sub(r.healAt).Round(time.Millisecond), p.Sub(r.healAt).Round(time.Millisecond), late, r.probe.Measure(due, p))
+					e.at.Sub(r.HealAt).Round(time.Millisecond), p.Sub(r.HealAt).Round(time.Millisecond), late, r.probe.Measure(due, p))
 			}
 		case probing:
-			if e.at.Before(r.healAt) || i+1 == len(events) {
+			if e.at.Before(r.HealAt) || i+1 == len(events) {
 				continue
 			}
 			end := events[i+1]
 			if end.msg == closed {
 				if recovered < 0 {
-					recovered = end.at.Sub(r.healAt)
+					recovered = end.at.Sub(r.HealAt)
 				}
 				continue
 			}
 			if !excused(e.at, end.at) {
 				t.Errorf("a probe %v after the store came back failed (%s): %s: %s",
-					e.at.Sub(r.healAt).Round(time.Millisecond), end.msg, why(e.at, end.at), end.cause)
+					e.at.Sub(r.HealAt).Round(time.Millisecond), end.msg, why(e.at, end.at), end.cause)
 			}
 		}
 	}
 	if recovered >= 0 {
-		for _, o := range r.outcomes {
-			if o.asked && o.degraded && o.start.After(r.healAt.Add(recovered)) && !excused(o.start, o.start.Add(o.took)) {
+		for _, o := range r.Calls {
+			if o.Result.asked && o.Result.degraded && o.Start.After(r.HealAt.Add(recovered)) && !excused(o.Start, o.Start.Add(o.Took)) {
 				t.Errorf("the store failed a decision %v after it came back and the breaker closed (it took %v; %s): %v",
-					o.start.Sub(r.healAt).Round(time.Millisecond), o.took, why(o.start, o.start.Add(o.took)), o.cause)
+					o.Start.Sub(r.HealAt).Round(time.Millisecond), o.Took, why(o.Start, o.Start.Add(o.Took)), o.Result.cause)
 			}
 		}
 	}
 	var excuses []string
 	for _, e := range events {
-		if e.at.After(r.healAt) && e.msg != probing {
-			excuses = append(excuses, fmt.Sprintf("%v %s", e.at.Sub(r.healAt).Round(time.Millisecond), strings.TrimPrefix(e.msg, "failover: ")))
+		if e.at.After(r.HealAt) && e.msg != probing {
+			excuses = append(excuses, fmt.Sprintf("%v %s", e.at.Sub(r.HealAt).Round(time.Millisecond), strings.TrimPrefix(e.msg, "failover: ")))
 		}
 	}
 	t.Logf("after the heal: %s", strings.Join(excuses, "; "))

@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,12 +28,6 @@ func TestTimeoutBoundUnderFaults(t *testing.T) {
 	}
 }
 
-type timedCall struct {
-	start time.Time
-	took  time.Duration
-	err   error
-}
-
 func runBoundFault(t *testing.T, f testkit.Fault) {
 	srv := testkit.StartServer(t)
 	proxy := testkit.StartProxy(t, srv.Addr())
@@ -42,68 +35,30 @@ func runBoundFault(t *testing.T, f testkit.Fault) {
 	probe := timing.StartProbe(t)
 	probe.Watch(srv.Pid)
 	limit := floodgate.Limit{Algorithm: floodgate.TokenBucket, Rate: 1_000_000, Period: time.Second}
-
-	const callers = 48
-	calls := make([][]timedCall, callers)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for g := range callers {
-		wg.Go(func() {
-			key := "bound:" + string(rune('a'+g%26))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				t0 := time.Now()
-				_, err := l.AllowN(ctx, key, limit, 1)
-				calls[g] = append(calls[g], timedCall{start: t0, took: time.Since(t0), err: err})
-				time.Sleep(3 * time.Millisecond)
-			}
-		})
-	}
-	time.Sleep(300 * time.Millisecond)
-	faultAt := time.Now()
-	f.Inject(t, srv, proxy)
-	time.Sleep(1500 * time.Millisecond)
-	f.Heal(t, srv, proxy)
-	healAt := time.Now()
-	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
+	load := testkit.Load{Callers: 48, Spacing: 3 * time.Millisecond, Warm: 300 * time.Millisecond, During: 1500 * time.Millisecond, After: time.Second}
+	run := testkit.RunFault(t, f, srv, proxy, load, func(g int) error {
+		_, err := l.AllowN(ctx, "bound:"+string(rune('a'+g%26)), limit, 1)
+		return err
+	})
 	probe.Stop()
 
 	var all, failed []time.Duration
-	var worst timedCall
-	var worstOver time.Duration
 	var okAfterHeal int
-	for _, cs := range calls {
-		for _, c := range cs {
-			all = append(all, c.took)
-			over := probe.Over(c.start, c.took, faultTimeout)
-			if over > worstOver || worst.start.IsZero() {
-				worst, worstOver = c, over
+	for _, c := range run.Calls {
+		all = append(all, c.Took)
+		switch {
+		case c.Result == nil:
+			if c.Start.After(run.HealAt) {
+				okAfterHeal++
 			}
-			switch {
-			case c.err == nil:
-				if c.start.After(healAt) {
-					okAfterHeal++
-				}
-			case errors.Is(c.err, floodgate.ErrStoreUnavailable):
-				failed = append(failed, c.took)
-			default:
-				t.Errorf("a decision failed with %v, not as unavailable", c.err)
-			}
+		case errors.Is(c.Result, floodgate.ErrStoreUnavailable):
+			failed = append(failed, c.Took)
+		default:
+			t.Errorf("a decision failed with %v, not as unavailable", c.Result)
 		}
 	}
 	t.Logf("%s: all decisions %s; failed %s", f.Name, timing.Summarize(all), timing.Summarize(failed))
-	t.Logf("%s: %s; worst decision %v over the timeout and the lateness", f.Name, probe, worstOver)
-	if worstOver > timing.Slack {
-		t.Errorf("a decision at %v after the fault took %v: %v over the timeout (%v) and the scheduler's lateness then (%v); allowed %v",
-			worst.start.Sub(faultAt).Round(time.Millisecond), worst.took, worstOver, faultTimeout,
-			probe.Measure(worst.start, worst.start.Add(worst.took)), timing.Slack)
-	}
+	testkit.CheckBound(t, probe, run, faultTimeout, f.Name)
 	if f.Down && len(failed) == 0 {
 		t.Errorf("no decision failed during the fault")
 	}

@@ -2,10 +2,16 @@ package testkit
 
 import (
 	"fmt"
+	"math"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
 // Pause stops the server's process (SIGSTOP): it keeps its connections
@@ -80,5 +86,85 @@ func Faults() []Fault {
 			Inject: func(tb testing.TB, _ *Server, p *Proxy) { p.AddTimeout(tb) }},
 		{Name: "bandwidth", Down: true, Heal: heal,
 			Inject: func(tb testing.TB, _ *Server, p *Proxy) { p.AddBandwidth(tb, 1) }},
+	}
+}
+
+// Load is a closed-loop load for RunFault: Callers goroutines each make a
+// call, sleep Spacing and start again; the fault is injected after Warm,
+// healed after During, and the load stops After that.
+type Load struct {
+	Callers                      int
+	Spacing, Warm, During, After time.Duration
+}
+
+// Timed is one call of a load: when it started, how long it took and what
+// it returned.
+type Timed[T any] struct {
+	Start  time.Time
+	Took   time.Duration
+	Result T
+}
+
+// FaultRun is what RunFault saw: every call, and when the fault began and
+// when it was healed (the server answering again).
+type FaultRun[T any] struct {
+	FaultAt, HealAt time.Time
+	Calls           []Timed[T]
+}
+
+// RunFault runs load against the server through the proxy while fault f
+// comes and goes, and returns every call, timed. call is made from the
+// load's goroutines with the caller's number.
+func RunFault[T any](tb testing.TB, f Fault, s *Server, p *Proxy, load Load, call func(caller int) T) FaultRun[T] {
+	tb.Helper()
+	calls := make([][]Timed[T], load.Callers)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range load.Callers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				t0 := time.Now()
+				r := call(g)
+				calls[g] = append(calls[g], Timed[T]{Start: t0, Took: time.Since(t0), Result: r})
+				time.Sleep(load.Spacing)
+			}
+		})
+	}
+	var run FaultRun[T]
+	time.Sleep(load.Warm)
+	run.FaultAt = time.Now()
+	f.Inject(tb, s, p)
+	time.Sleep(load.During)
+	f.Heal(tb, s, p)
+	run.HealAt = time.Now()
+	time.Sleep(load.After)
+	close(stop)
+	wg.Wait()
+	run.Calls = slices.Concat(calls...)
+	return run
+}
+
+// CheckBound fails tb unless every call of run took at most bound plus
+// the lateness p measured over it plus timing.Slack, and logs what p saw
+// and the worst call's margin (negative: within).
+func CheckBound[T any](tb testing.TB, p *timing.Probe, run FaultRun[T], bound time.Duration, name string) {
+	tb.Helper()
+	var worst Timed[T]
+	worstOver := time.Duration(math.MinInt64)
+	for _, c := range run.Calls {
+		if over := p.Over(c.Start, c.Took, bound); over > worstOver {
+			worst, worstOver = c, over
+		}
+	}
+	tb.Logf("%s: %s; worst call %v beyond the bound and the lateness", name, p, worstOver)
+	if worstOver > timing.Slack {
+		tb.Errorf("%s: a call %v after the fault took %v: %v beyond its bound (%v) and the lateness measured then (%v); allowed %v",
+			name, worst.Start.Sub(run.FaultAt).Round(time.Millisecond), worst.Took, worstOver, bound,
+			p.Measure(worst.Start, worst.Start.Add(worst.Took)), timing.Slack)
 	}
 }
