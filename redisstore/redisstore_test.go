@@ -227,9 +227,7 @@ func TestCallsReturnByTheirDeadline(t *testing.T) {
 		for _, own := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/own timeout %v", c.name, own), func(t *testing.T) {
 				l := newLimiter(t, redisstore.Config{Addrs: []string{srv.Addr()}, Timeout: timeout, MaxBatch: c.maxBatch})
-				if err := c.call(l, ctx, "warm"); err != nil { // connected, scripts loaded
-					t.Fatal(err)
-				}
+				warmUp(t, func() error { return c.call(l, ctx, "warm") })
 				srv.Pause(t)
 				defer srv.Resume(t)
 				var callers atomic.Int64 // errors that are the caller's deadline
@@ -268,15 +266,33 @@ func TestCallsReturnByTheirDeadline(t *testing.T) {
 	}
 }
 
+// warmUp makes the first call of a test (connecting, loading scripts)
+// until it succeeds: on a busy machine it may miss a short Timeout, and
+// it is not what the test measures.
+func warmUp(t *testing.T, call func() error) {
+	t.Helper()
+	for deadline := time.Now().Add(timing.Patience); ; time.Sleep(10 * time.Millisecond) {
+		err := call()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, floodgate.ErrStoreUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("warming up: %v", err)
+		}
+	}
+}
+
 // A batch across cluster nodes that its caller's deadline cuts off (one
-// node hangs) returns by that deadline, and still gives back what it took
-// on the other node: the refund has a timeout of its own.
+// node hangs) returns by that deadline, not by the store's much longer
+// Timeout, and still gives back what it took on the other node: the
+// refund has a timeout of its own.
 func TestClusterBatchCutOffGivesBack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-master cluster")
 	}
 	c := testkit.StartCluster(t, 3)
-	l := newLimiter(t, redisstore.Config{Addrs: c.Addrs(), Timeout: 200 * time.Millisecond})
+	const storeTimeout = 2 * time.Second
+	l := newLimiter(t, redisstore.Config{Addrs: c.Addrs(), Timeout: storeTimeout})
 	limit := floodgate.PerMinute(10)
 	ka, kb := "cut:a", ""
 	for i := 0; kb == ""; i++ {
@@ -285,9 +301,7 @@ func TestClusterBatchCutOffGivesBack(t *testing.T) {
 		}
 	}
 	for _, k := range []string{ka, kb} { // connected, scripts loaded
-		if _, err := l.AllowN(ctx, k, limit, 0); err != nil {
-			t.Fatal(err)
-		}
+		warmUp(t, func() error { _, err := l.AllowN(ctx, k, limit, 0); return err })
 	}
 	hung := c.NodeForKey(t, kb)
 	hung.Pause(t)
@@ -302,8 +316,14 @@ func TestClusterBatchCutOffGivesBack(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %v, want the caller's deadline", err)
 	}
-	if over := probe.Over(start, took, callersDeadline); over > timing.Slack {
-		t.Errorf("took %v with a deadline %v away (the scheduler was late %v)", took, callersDeadline, probe.Measure(start, start.Add(took)))
+	// The call is one sample, and a single stall the probe cannot see (the
+	// kernel, three paused or busy servers) would fail a tighter check; the
+	// allowance is what tells the two outcomes apart: the caller's 100 ms
+	// deadline against the store's 2 s Timeout.
+	t.Logf("took %v with a deadline %v away; %v over it and the scheduler's lateness then (%v)",
+		took, callersDeadline, probe.Over(start, took, callersDeadline), probe.Measure(start, start.Add(took)))
+	if took >= storeTimeout {
+		t.Errorf("took %v: the batch waited for the store's Timeout (%v), not its caller's deadline (%v)", took, storeTimeout, callersDeadline)
 	}
 	for deadline := time.Now().Add(timing.Patience); ; time.Sleep(10 * time.Millisecond) {
 		d, err := l.AllowN(ctx, ka, limit, 0)
