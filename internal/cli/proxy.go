@@ -41,7 +41,10 @@ type proxyFlags struct {
 	failureMode  string
 	storeTimeout time.Duration
 	logFormat    string
+	maxKeys      int
 	fleet        fleetFlags
+	reload       reloadFlags
+	listen       listenFlags
 	fleetGiven   []string // cluster flags given without --config
 }
 
@@ -94,7 +97,10 @@ func newProxyCmd() *cobra.Command {
 	fl.StringVar(&f.failureMode, "failure-mode", string(failover.FailOpen), "with --redis: fail_open, fail_closed or fail_local when Redis cannot answer")
 	fl.DurationVar(&f.storeTimeout, "store-timeout", failover.DefaultTimeout, "with --redis: the longest a decision waits")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory; past it the least recently used key is forgotten (0: unbounded)")
 	f.fleet.register(fl)
+	f.reload.register(fl)
+	f.listen.register(fl, true)
 	return cmd
 }
 

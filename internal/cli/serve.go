@@ -44,7 +44,10 @@ type serveFlags struct {
 	headers      bool
 	atomic       bool
 	logFormat    string
+	maxKeys      int
 	fleet        fleetFlags
+	reload       reloadFlags
+	listen       listenFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -83,9 +86,16 @@ func newServeCmd() *cobra.Command {
 	fl.BoolVar(&f.headers, "headers", true, "add RateLimit-Policy and RateLimit to Envoy's response_headers_to_add")
 	fl.BoolVar(&f.atomic, "atomic", false, "decide all descriptors of an Envoy request all or nothing (default: each on its own, as Envoy's service does)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory by the memory store and the strategies' local state; past it the least recently used key is forgotten (0: unbounded)")
 	f.fleet.register(fl)
+	f.reload.register(fl)
+	f.listen.register(fl, false)
 	return cmd
 }
+
+// defaultMaxKeys bounds the in-memory state of serve and proxy unless
+// --max-keys says otherwise.
+const defaultMaxKeys = 1_000_000
 
 // applyEnv sets every flag not given on the command line from its
 // FLOODGATE_ variable, and reports a bad value with the variable's name.
