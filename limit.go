@@ -43,12 +43,16 @@ func (l Limit) params() (algo.Params, error) {
 	return algo.Compile(string(l.Algorithm), l.Rate, l.Period, l.Burst)
 }
 
-// ValidateRequest returns the error every Limiter gives for an empty key
-// or a negative cost (wrapping ErrInvalidKey or ErrInvalidCost), nil
-// otherwise: for stores written outside this package.
+// ValidateRequest returns the error every Limiter gives for an empty key,
+// a key longer than MaxKeyBytes or a negative cost (wrapping ErrInvalidKey,
+// ErrKeyTooLong or ErrInvalidCost), nil otherwise: for stores written
+// outside this package.
 func ValidateRequest(key string, cost int64) error {
 	if key == "" {
 		return fmt.Errorf("%w: key is empty", ErrInvalidKey)
+	}
+	if err := CheckLength("key", key, MaxKeyBytes); err != nil {
+		return err
 	}
 	if cost < 0 {
 		return fmt.Errorf("%w: cost must not be negative, got %d", ErrInvalidCost, cost)
@@ -58,7 +62,7 @@ func ValidateRequest(key string, cost int64) error {
 
 // checkRequest is the inlinable fast path of ValidateRequest.
 func checkRequest(key string, cost int64) error {
-	if key == "" || cost < 0 {
+	if key == "" || len(key) > MaxKeyBytes || cost < 0 {
 		return ValidateRequest(key, cost)
 	}
 	return nil

@@ -77,9 +77,6 @@ func counterRound(ctx context.Context) bool {
 	return round
 }
 
-// counterMaxKey bounds the keys a counter accepts, as redisstore does.
-const counterMaxKey = 1024
-
 // counterMaxNode bounds a node's name in a counter.
 const counterMaxNode = 256
 
@@ -90,11 +87,10 @@ const counterMaxCount = 1 << 50
 // counterValidate checks an add before any of the batch is applied, so that
 // a bad add fails the whole batch with an error naming it.
 func counterValidate(i int, a CounterAdd) error {
+	if err := floodgate.ValidateRequest(a.Key, 0); err != nil { // the key-size policy of every store
+		return fmt.Errorf("cluster: counter add %d: %w", i, err)
+	}
 	switch {
-	case a.Key == "":
-		return fmt.Errorf("cluster: counter add %d: %w: key is empty", i, floodgate.ErrInvalidKey)
-	case len(a.Key) > counterMaxKey:
-		return fmt.Errorf("cluster: counter add %d: %w: key is %d bytes, longer than %d", i, floodgate.ErrInvalidKey, len(a.Key), counterMaxKey)
 	case a.Node == "" || len(a.Node) > counterMaxNode:
 		return fmt.Errorf("cluster: counter add %d: %w: node name must be 1 to %d bytes, got %d", i, floodgate.ErrInvalidKey, counterMaxNode, len(a.Node))
 	case a.Period <= 0 || a.Period%time.Microsecond != 0:

@@ -161,7 +161,7 @@ func TestCounterRejectsBadAdds(t *testing.T) {
 		says string
 	}{
 		{cluster.CounterAdd{Period: time.Second, Node: "n"}, floodgate.ErrInvalidKey, "key is empty"},
-		{cluster.CounterAdd{Key: strings.Repeat("k", 1025), Period: time.Second, Node: "n"}, floodgate.ErrInvalidKey, "longer than 1024"},
+		{cluster.CounterAdd{Key: strings.Repeat("k", floodgate.MaxKeyBytes+1), Period: time.Second, Node: "n"}, floodgate.ErrKeyTooLong, "(4097 bytes) is longer than 4096 bytes"},
 		{cluster.CounterAdd{Key: "k", Period: time.Second}, floodgate.ErrInvalidKey, "node name must be 1 to 256 bytes, got 0"},
 		{cluster.CounterAdd{Key: "k", Period: time.Second, Node: strings.Repeat("n", 257)}, floodgate.ErrInvalidKey, "got 257"},
 		{cluster.CounterAdd{Key: "k", Node: "n"}, floodgate.ErrInvalidLimit, "period 0s"},

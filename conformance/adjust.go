@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func sameFailure(got, want error) bool {
 	if (got == nil) != (want == nil) {
 		return false
 	}
-	for _, kind := range []error{floodgate.ErrInvalidKey, floodgate.ErrInvalidCost, floodgate.ErrInvalidLimit} {
+	for _, kind := range []error{floodgate.ErrInvalidKey, floodgate.ErrKeyTooLong, floodgate.ErrInvalidCost, floodgate.ErrInvalidLimit} {
 		if errors.Is(got, kind) != errors.Is(want, kind) {
 			return false
 		}
@@ -187,6 +188,7 @@ func runAdjustBadInput(t *testing.T, newLimiter Factory) {
 		delta int64
 	}{
 		{"empty key", "", ok, 1},
+		{"key too long", strings.Repeat("k", floodgate.MaxKeyBytes), ok, 1},
 		{"charge beyond the maximum", "k", ok, floodgate.MaxAdjustment + 1},
 		{"refund beyond the maximum", "k", ok, -floodgate.MaxAdjustment - 1},
 		{"invalid limit", "k", floodgate.PerSecond(0), 1},

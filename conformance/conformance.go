@@ -29,11 +29,13 @@ import (
 type Factory func(t *testing.T, clock floodgate.Clock) floodgate.Limiter
 
 // Run runs the whole suite: the table of cases, random sequences for every
-// algorithm and, when the Limiter is a floodgate.BatchLimiter, batches.
+// algorithm, when the Limiter is a floodgate.BatchLimiter batches, and the
+// key-size policy.
 func Run(t *testing.T, newLimiter Factory) {
 	t.Run("cases", func(t *testing.T) { RunCases(t, newLimiter) })
 	t.Run("random", func(t *testing.T) { RunRandom(t, newLimiter) })
 	t.Run("batches", func(t *testing.T) { RunBatches(t, newLimiter) })
+	t.Run("key policy", func(t *testing.T) { RunKeyPolicy(t, newLimiter) })
 }
 
 // pair is the Limiter under test beside the reference, on one clock.

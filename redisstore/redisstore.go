@@ -42,9 +42,6 @@ import (
 	"github.com/floodgate-io/floodgate/internal/memo"
 )
 
-// MaxKeyLength is the longest key (before the prefix) a Limiter accepts.
-const MaxKeyLength = 1024
-
 // Config configures a Limiter.
 type Config struct {
 	// Addrs is one address (host:port), or several seeds of a Redis Cluster.
@@ -220,11 +217,9 @@ func (l *Limiter) call(ctx context.Context, script *rueidis.Lua, key string, arg
 
 // prepare validates a request and compiles its limit.
 func (l *Limiter) prepare(key string, limit floodgate.Limit, cost int64) (*compiled, error) {
+	// The key-size policy (floodgate.MaxKeyBytes) is ValidateRequest's.
 	if err := floodgate.ValidateRequest(key, cost); err != nil {
 		return nil, err
-	}
-	if len(key) > MaxKeyLength {
-		return nil, fmt.Errorf("%w: key is %d bytes, longer than %d", floodgate.ErrInvalidKey, len(key), MaxKeyLength)
 	}
 	return l.limits.Get(limit, func(lim floodgate.Limit) (*compiled, error) {
 		p, err := algo.Compile(string(lim.Algorithm), lim.Rate, lim.Period, lim.Burst)

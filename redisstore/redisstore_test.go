@@ -109,7 +109,7 @@ func TestBadInput(t *testing.T) {
 		want  error
 	}{
 		{"empty key", "", ok, 1, floodgate.ErrInvalidKey},
-		{"key over 1 KiB", strings.Repeat("k", 1025), ok, 1, floodgate.ErrInvalidKey},
+		{"key over the maximum", strings.Repeat("k", floodgate.MaxKeyBytes+1), ok, 1, floodgate.ErrKeyTooLong},
 		{"negative cost", "k", ok, -1, floodgate.ErrInvalidCost},
 		{"zero rate", "k", floodgate.Limit{Algorithm: floodgate.TokenBucket, Period: time.Second}, 1, floodgate.ErrInvalidLimit},
 		{"unknown algorithm", "k", ok.WithAlgorithm("gcra"), 1, floodgate.ErrInvalidLimit},
@@ -132,7 +132,7 @@ func TestBadInput(t *testing.T) {
 		want  error
 	}{
 		{"adjust: empty key", "", ok, 1, floodgate.ErrInvalidKey},
-		{"adjust: key over 1 KiB", strings.Repeat("k", 1025), ok, 1, floodgate.ErrInvalidKey},
+		{"adjust: key over the maximum", strings.Repeat("k", floodgate.MaxKeyBytes+1), ok, 1, floodgate.ErrKeyTooLong},
 		{"adjust: delta beyond the maximum", "k", ok, floodgate.MaxAdjustment + 1, floodgate.ErrInvalidCost},
 		{"adjust: zero rate", "k", floodgate.Limit{Algorithm: floodgate.TokenBucket, Period: time.Second}, -1, floodgate.ErrInvalidLimit},
 		{"adjust: bad limit with delta 0", "k", ok.WithAlgorithm("gcra"), 0, floodgate.ErrInvalidLimit},
@@ -143,8 +143,8 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	if _, err := l.AllowN(ctx, strings.Repeat("k", 1024), ok, 1); err != nil {
-		t.Fatalf("a 1 KiB key: %v", err)
+	if _, err := l.AllowN(ctx, strings.Repeat("k", floodgate.MaxKeyBytes), ok, 1); err != nil {
+		t.Fatalf("a key of the maximum length: %v", err)
 	}
 	if _, err := redisstore.New(redisstore.Config{}); err == nil {
 		t.Fatal("New without an address succeeded")
