@@ -1,13 +1,8 @@
 package config
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 )
 
 // Set is every loaded domain. It is immutable once built, so any number of
@@ -33,66 +28,6 @@ func NewSet(policies ...*Policy) (*Set, error) {
 		s.routes = append(s.routes, p.routes...)
 	}
 	return s, nil
-}
-
-// LoadFiles parses files and directories into a Set. A directory
-// contributes its *.yaml and *.yml files, not those of its subdirectories,
-// nor hidden ones, in name order. Every file is parsed; the errors of all of
-// them come back joined.
-func LoadFiles(paths ...string) (*Set, error) {
-	var files []string
-	var errs []error
-	for _, p := range paths {
-		info, err := os.Stat(p)
-		if err != nil {
-			errs = append(errs, fileError(p, err))
-			continue
-		}
-		if !info.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		entries, err := os.ReadDir(p)
-		if err != nil {
-			errs = append(errs, fileError(p, err))
-			continue
-		}
-		for _, e := range entries {
-			name := e.Name()
-			ext := strings.ToLower(filepath.Ext(name))
-			if e.IsDir() || strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") {
-				continue
-			}
-			files = append(files, filepath.Join(p, name))
-		}
-	}
-	var policies []*Policy
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			errs = append(errs, fileError(f, err))
-			continue
-		}
-		p, err := Parse(f, data)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		policies = append(policies, p)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return NewSet(policies...)
-}
-
-func fileError(path string, err error) *Error {
-	msg := err.Error()
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		msg = pe.Err.Error()
-	}
-	return &Error{File: path, Msg: "cannot read: " + msg, Err: err}
 }
 
 // Domains lists the domains, sorted.
