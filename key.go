@@ -28,11 +28,25 @@ const (
 var ErrKeyTooLong = fmt.Errorf("%w: too long", ErrInvalidKey)
 
 // CheckLength returns nil when s is at most max bytes long, and otherwise an
-// error wrapping ErrKeyTooLong that calls s what ("key", "descriptor 0
-// entry 1 value"), quotes its first bytes and gives its length and max.
+// error wrapping ErrKeyTooLong that calls s what ("key", "value"), quotes
+// its first bytes and gives its length and max:
+//
+//	value "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…" (1048576 bytes) is longer than 1024 bytes
 func CheckLength(what, s string, max int) error {
 	if len(s) <= max {
 		return nil
 	}
-	return fmt.Errorf("%w: %s %s is longer than %d bytes", ErrKeyTooLong, what, excerpt.Quote(s), max)
+	return &tooLongError{what: what, quoted: excerpt.Quote(s), max: max}
 }
+
+// tooLongError is CheckLength's error: it keeps the excerpt, not the input.
+type tooLongError struct {
+	what, quoted string
+	max          int
+}
+
+func (e *tooLongError) Error() string {
+	return fmt.Sprintf("%s %s is longer than %d bytes", e.what, e.quoted, e.max)
+}
+
+func (e *tooLongError) Unwrap() error { return ErrKeyTooLong }

@@ -62,9 +62,9 @@ func TestCheckLength(t *testing.T) {
 		want    string // the error's text, "" for none
 	}{
 		{"within", "abc", 3, ""},
-		{"over", "abcd", 3, `floodgate: invalid key: too long: value "abcd" is longer than 3 bytes`},
+		{"over", "abcd", 3, `value "abcd" is longer than 3 bytes`},
 		{"quotes only the start", strings.Repeat("v", 100), 10,
-			`floodgate: invalid key: too long: value "` + strings.Repeat("v", 32) + `…" (100 bytes) is longer than 10 bytes`},
+			`value "` + strings.Repeat("v", 32) + `…" (100 bytes) is longer than 10 bytes`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := floodgate.CheckLength("value", tc.s, tc.max)

@@ -52,7 +52,7 @@ func ValidateRequest(key string, cost int64) error {
 		return fmt.Errorf("%w: key is empty", ErrInvalidKey)
 	}
 	if err := CheckLength("key", key, MaxKeyBytes); err != nil {
-		return err
+		return fmt.Errorf("floodgate: %w", err)
 	}
 	if cost < 0 {
 		return fmt.Errorf("%w: cost must not be negative, got %d", ErrInvalidCost, cost)

@@ -178,6 +178,8 @@ func validate(req Request) error {
 	switch {
 	case req.Domain == "":
 		return badRequest("domain is empty")
+	case len(req.Domain) > floodgate.MaxValueBytes:
+		return fmt.Errorf("%w: %w", ErrBadRequest, floodgate.CheckLength("domain", req.Domain, floodgate.MaxValueBytes))
 	case len(req.Descriptors) == 0:
 		return badRequest("no descriptors")
 	case len(req.Descriptors) > MaxDescriptors:
@@ -214,12 +216,28 @@ func validate(req Request) error {
 			if e.Key == "" {
 				return badRequest("descriptor %d entry %d has an empty key", i, j)
 			}
+			if err := checkEntry(i, j, e); err != nil {
+				return err
+			}
 		}
 		if d.Override != nil {
 			if err := d.Override.Validate(); err != nil {
 				return badRequest("descriptor %d: limit override: %v", i, err)
 			}
 		}
+	}
+	return nil
+}
+
+// checkEntry holds a descriptor entry to the key-size policy: its key and
+// value are each at most floodgate.MaxValueBytes. The error wraps both
+// ErrBadRequest and floodgate.ErrKeyTooLong.
+func checkEntry(i, j int, e config.Entry) error {
+	if err := floodgate.CheckLength("key", e.Key, floodgate.MaxValueBytes); err != nil {
+		return fmt.Errorf("%w: descriptor %d entry %d: %w", ErrBadRequest, i, j, err)
+	}
+	if err := floodgate.CheckLength("value", e.Value, floodgate.MaxValueBytes); err != nil {
+		return fmt.Errorf("%w: descriptor %d entry %d: %w", ErrBadRequest, i, j, err)
 	}
 	return nil
 }
@@ -287,6 +305,9 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Response, error) {
 		return Response{}, err
 	}
 	p := newPlan(req, descs, set, set.MatchAll(req.Domain, descs))
+	if err := p.checkKeys(); err != nil {
+		return Response{}, err
+	}
 	if err := p.run(ctx, e.stores); err != nil {
 		return Response{}, err
 	}

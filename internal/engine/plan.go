@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 )
 
 // item is one limit to decide for one descriptor.
@@ -61,6 +62,18 @@ func newPlan(req Request, descs []config.Descriptor, set *config.Set, rules [][]
 		}
 	}
 	return p
+}
+
+// checkKeys holds the keys the entries compose to floodgate.MaxKeyBytes
+// before any store is asked, so that a request is refused whole (an
+// ErrBadRequest wrapping floodgate.ErrKeyTooLong), not half decided.
+func (p *plan) checkKeys() error {
+	for _, it := range p.items {
+		if err := floodgate.CheckLength("key", it.status.Key, floodgate.MaxKeyBytes); err != nil {
+			return fmt.Errorf("%w: descriptor %d: %w", ErrBadRequest, it.desc, err)
+		}
+	}
+	return nil
 }
 
 // costOf is what limit r takes of descriptor d, whose cost is cost: the
@@ -180,22 +193,22 @@ func adjust(ctx context.Context, stores Stores, it *item) error {
 	if it.cost != 0 {
 		adjuster, ok := store.(floodgate.Adjuster)
 		if !ok {
-			return fmt.Errorf("%w: adjusting %s: the store (%T) cannot give hits back or charge them", ErrUnsupported, it.status.Key, store)
+			return fmt.Errorf("%w: adjusting %s: the store (%T) cannot give hits back or charge them", ErrUnsupported, excerpt.Quote(it.status.Key), store)
 		}
 		err = adjuster.Adjust(ctx, it.status.Key, it.status.Limit, it.adjust*it.cost)
 	}
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
-		return fmt.Errorf("%w: adjusting %s: %w", ErrUnsupported, it.status.Key, err)
+		return fmt.Errorf("%w: adjusting %s: %w", ErrUnsupported, excerpt.Quote(it.status.Key), err)
 	case errors.Is(err, floodgate.ErrStoreUnavailable):
 		// Nothing was adjusted; the read below answers as the store's
 		// failure policy says, as a decision would.
 	case err != nil:
-		return fmt.Errorf("adjusting %s: %w", it.status.Key, err)
+		return fmt.Errorf("adjusting %s: %w", excerpt.Quote(it.status.Key), err)
 	}
 	d, err := store.AllowN(ctx, it.status.Key, it.status.Limit, 0)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", it.status.Key, err)
+		return fmt.Errorf("reading %s: %w", excerpt.Quote(it.status.Key), err)
 	}
 	// What was adjusted has happened: the request is not refused, whatever
 	// the count now says (a charge may leave it past the limit).
@@ -220,7 +233,7 @@ func peekGroup(ctx context.Context, stores Stores, items []*item) error {
 	for _, it := range items {
 		d, err := stores.For(it.status.Rule).AllowN(ctx, it.status.Key, it.status.Limit, 0)
 		if err != nil {
-			return fmt.Errorf("reading %s: %w", it.status.Key, err)
+			return fmt.Errorf("reading %s: %w", excerpt.Quote(it.status.Key), err)
 		}
 		d.Allowed = false
 		it.status.Decision = d
@@ -235,7 +248,7 @@ func decideGroup(ctx context.Context, stores Stores, items []*item) error {
 		it := items[0]
 		d, err := stores.For(it.status.Rule).AllowN(ctx, it.status.Key, it.status.Limit, it.cost)
 		if err != nil {
-			return fmt.Errorf("deciding %s: %w", it.status.Key, err)
+			return fmt.Errorf("deciding %s: %w", excerpt.Quote(it.status.Key), err)
 		}
 		it.status.Decision = d
 		return nil
@@ -282,7 +295,7 @@ func decideBatch(ctx context.Context, store floodgate.Limiter, items []*item) er
 	}
 	ds, err := batcher.AllowAll(ctx, reqs)
 	if err != nil {
-		return fmt.Errorf("deciding %d limits of %s: %w", len(items), items[0].status.Key, err)
+		return fmt.Errorf("deciding %d limits of %s: %w", len(items), excerpt.Quote(items[0].status.Key), err)
 	}
 	for i, it := range items {
 		it.status.Decision = ds[i]
