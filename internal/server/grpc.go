@@ -18,12 +18,12 @@ import (
 var rlsServiceName = rlsv3.RateLimitService_ServiceDesc.ServiceName
 
 func (s *Server) newGRPC() *grpc.Server {
-	g := grpc.NewServer(
+	g := grpc.NewServer(append(s.opts.Listen.GRPCOptions(),
 		grpc.MaxRecvMsgSize(int(min(s.opts.MaxBodyBytes, 1<<30))),
 		grpc.ChainUnaryInterceptor(s.recoverUnary),
 		grpc.ChainStreamInterceptor(s.recoverStream),
-	)
-	rlsv3.RegisterRateLimitServiceServer(g, rlsService{s: s})
+	)...)
+	registerRLS(g, rlsService{s: s})
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	return g

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,15 +24,12 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/listen"
 	"github.com/floodgate-io/floodgate/internal/metrics"
 )
 
 // DefaultMaxBodyBytes bounds request bodies when Options.MaxBodyBytes is 0.
 const DefaultMaxBodyBytes = 1 << 20
-
-// ShutdownTimeout is how long Serve lets in-flight requests finish once its
-// context is done; then it closes what is left.
-const ShutdownTimeout = 10 * time.Second
 
 // ExplicitPrefix namespaces the keys of explicit limits (POST /v1/allow
 // with a key) in the store, apart from the keys of policies.
@@ -72,6 +68,12 @@ type Options struct {
 	AtomicRLS bool
 	// MaxBodyBytes bounds request bodies and gRPC messages (default 1 MiB).
 	MaxBodyBytes int64
+	// Listen bounds the connections of both listeners and the drain of
+	// Serve; nil is listen.Defaults() (no grace period).
+	Listen *listen.Options
+	// GraceTimer, when set, times the grace period of the drain instead of
+	// a real timer: tests end it by hand.
+	GraceTimer func(time.Duration) <-chan time.Time
 }
 
 // Server serves the HTTP and gRPC surfaces. Create it with New.
@@ -83,9 +85,9 @@ type Server struct {
 	handler http.Handler
 	grpc    *grpc.Server
 	health  *healthServer
+	drain   *listen.Drain
 
-	stopOnce sync.Once
-	stopping chan struct{} // closed when Serve starts to shut down
+	stopping <-chan struct{} // closed when Serve starts to drain
 }
 
 // New returns a server for opts.
@@ -93,7 +95,11 @@ func New(opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	s := &Server{opts: opts, engine: opts.Engine, metrics: opts.Metrics, log: opts.Logger, stopping: make(chan struct{})}
+	if opts.Listen == nil {
+		d := listen.Defaults()
+		opts.Listen = &d
+	}
+	s := &Server{opts: opts, engine: opts.Engine, metrics: opts.Metrics, log: opts.Logger}
 	if s.engine == nil {
 		empty, _ := config.NewSet()
 		s.engine = engine.New(empty, engine.OneStore{})
@@ -106,6 +112,11 @@ func New(opts Options) *Server {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		s.metrics = metrics.New(reg)
 	}
+	s.drain = listen.NewDrain(*opts.Listen, s.log)
+	if opts.GraceTimer != nil {
+		s.drain.WithGrace(opts.GraceTimer)
+	}
+	s.stopping = s.drain.Draining()
 	s.handler = s.routes()
 	s.health = &healthServer{s: s, poll: time.Second}
 	s.grpc = s.newGRPC()
@@ -134,82 +145,19 @@ func (s *Server) ready() error {
 }
 
 // Serve serves HTTP on httpLn and gRPC on grpcLn (either may be nil) until
-// ctx is done; then it stops accepting, reports not ready, lets in-flight
-// requests finish for up to ShutdownTimeout, closes what is left and
-// returns nil. When a listener fails first, Serve stops the other the same
-// way and returns that error. Serve may be called once.
+// ctx is done; then it drains them (see listen.Drain): /readyz and
+// grpc.health.v1 report not ready at once, the listeners serve on for
+// Listen.ShutdownDelay with Connection: close on every HTTP response, then
+// close; in-flight requests get Listen.ShutdownTimeout to finish, what is
+// left is closed, and Serve returns nil. When a listener fails first, Serve
+// stops the other at once and returns that error. Serve may be called once.
 func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
-	hs := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	errc := make(chan error, 2)
-	running := 0
+	var servers []listen.Server
 	if httpLn != nil {
-		running++
-		go func() {
-			err := hs.Serve(httpLn)
-			if errors.Is(err, http.ErrServerClosed) {
-				err = nil
-			}
-			errc <- err
-		}()
+		servers = append(servers, listen.HTTP(s.drain.HTTPServer(s.handler), httpLn))
 	}
 	if grpcLn != nil {
-		running++
-		go func() {
-			err := s.grpc.Serve(grpcLn)
-			if errors.Is(err, grpc.ErrServerStopped) { // ctx was done before Serve began
-				err = nil
-			}
-			errc <- err
-		}()
+		servers = append(servers, listen.GRPC(s.grpc, grpcLn))
 	}
-	var first error
-	select {
-	case <-ctx.Done():
-	case first = <-errc:
-		running--
-		if first == nil {
-			first = errors.New("server: a listener stopped serving")
-		}
-	}
-	s.shutdown(hs)
-	for ; running > 0; running-- {
-		if err := <-errc; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// shutdown stops both servers gracefully, at most ShutdownTimeout each.
-func (s *Server) shutdown(hs *http.Server) {
-	s.stopOnce.Do(func() { close(s.stopping) })
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
-		defer cancel()
-		if err := hs.Shutdown(ctx); err != nil {
-			s.log.Warn("server: HTTP requests still running after the shutdown timeout; closing", "timeout", ShutdownTimeout)
-			hs.Close()
-		}
-	})
-	wg.Go(func() {
-		done := make(chan struct{})
-		go func() { s.grpc.GracefulStop(); close(done) }()
-		t := time.NewTimer(ShutdownTimeout)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-			s.log.Warn("server: gRPC calls still running after the shutdown timeout; closing", "timeout", ShutdownTimeout)
-			s.grpc.Stop()
-			<-done
-		}
-	})
-	wg.Wait()
+	return s.drain.Serve(ctx, servers...)
 }
