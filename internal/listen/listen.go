@@ -21,7 +21,7 @@ const (
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultProxyReadTimeout  = 60 * time.Second // a body forwarded upstream as it arrives
 	DefaultWriteTimeout      = 30 * time.Second
-	DefaultProxyWriteTimeout = 0                // off: streamed responses (server-sent events, downloads) are not cut
+	DefaultProxyWriteTimeout = 0 // off: streamed responses (server-sent events, downloads) are not cut
 	DefaultIdleTimeout       = 60 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
 	// DefaultShutdownDelay is the commands' grace period: long enough for
@@ -37,8 +37,8 @@ const (
 // gRPC keepalive: how often the server pings a quiet client, how long it
 // waits for the answer, and how often a client may ping it.
 const (
-	grpcPingInterval = 2 * time.Minute
-	grpcPingTimeout  = 20 * time.Second
+	grpcPingInterval  = 2 * time.Minute
+	grpcPingTimeout   = 20 * time.Second
 	grpcMinClientPing = 10 * time.Second
 )
 
