@@ -254,12 +254,12 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--failure-mode: %w", err)
 	}
-	policies, err := config.LoadFiles(f.config)
+	policies, err := loadPolicies(f.config, f.reload)
 	if err != nil {
 		return err
 	}
-	if len(policies.Routes()) == 0 {
-		return fmt.Errorf("--config %s: no routes: without a routes section the proxy would limit nothing", f.config)
+	if err := requireRoutes(f.config, f.reload)(policies); err != nil {
+		return err
 	}
 	st, err := openStores(serveFlags{redis: f.redis, storeTimeout: f.storeTimeout, redisPrefix: f.redisPrefix}, defaultMode, log)
 	if err != nil {
@@ -277,19 +277,9 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reload := func() error {
-		set, err := config.LoadFiles(f.config)
-		if err == nil {
-			err = st.fleet.check(set)
-		}
-		if err != nil {
-			log.Error("config reload failed; keeping the routes and policies in force", "error", err)
-			return err
-		}
-		eng.Reload(set)
-		log.Info("config reloaded", "domains", set.Domains(), "routes", len(set.Routes()))
-		return nil
-	}
+	routes := requireRoutes(f.config, f.reload)
+	reload := &reloader{path: f.config, flags: f.reload, holder: eng, log: log, after: time.After,
+		check: func(set *config.Set) error { return errors.Join(routes(set), st.fleet.check(set)) }}
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", f.httpAddr, err)

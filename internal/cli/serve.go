@@ -133,7 +133,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--failure-mode: %w", err)
 	}
-	policies, err := loadPolicies(f.config)
+	policies, err := loadPolicies(f.config, f.reload)
 	if err != nil {
 		return err
 	}
@@ -152,20 +152,8 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	eng := engine.New(policies, st)
-	reload := func() error {
-		set, err := loadPolicies(f.config)
-		if err == nil {
-			err = st.fleet.check(set)
-		}
-		m.ConfigReload(err == nil)
-		if err != nil {
-			log.Error("config reload failed; keeping the policies in force", "error", err)
-			return err
-		}
-		eng.Reload(set)
-		log.Info("config reloaded", "domains", set.Domains())
-		return nil
-	}
+	reload := &reloader{path: f.config, flags: f.reload, holder: eng, check: st.fleet.check,
+		counted: m.ConfigReload, log: log, after: time.After}
 	srv := server.New(server.Options{
 		Engine:     eng,
 		Limiter:    st.explicit,
@@ -173,7 +161,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		Logger:     log,
 		Ready:      st.ready,
 		AdminToken: f.adminToken,
-		Reload:     reload,
+		Reload:     reload.explicit,
 		Reset:      st.reset,
 		Headers:    f.headers,
 		AtomicRLS:  f.atomic,
@@ -208,7 +196,10 @@ func policySource(path string) string {
 	return path
 }
 
-func loadPolicies(path string) (*config.Set, error) {
+// loadPolicies reads the policy at path, or the built-in example policy
+// when path is "". A path that holds no policy is an error unless the
+// flags allow an empty one.
+func loadPolicies(path string, flags reloadFlags) (*config.Set, error) {
 	if path == "" {
 		p, err := config.Parse("built-in example policy", defaultPolicy)
 		if err != nil {
@@ -216,11 +207,12 @@ func loadPolicies(path string) (*config.Set, error) {
 		}
 		return config.NewSet(p)
 	}
-	return config.LoadFiles(path)
+	return flags.parse(config.ReadFiles(path))
 }
 
-// watchPolicies reloads on file changes and on SIGHUP.
-func watchPolicies(ctx context.Context, path string, reload func() error, log *slog.Logger) error {
+// watchPolicies reloads when the policy's files change (a watched reload)
+// and on SIGHUP (an explicit one).
+func watchPolicies(ctx context.Context, path string, reload *reloader, log *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -231,14 +223,14 @@ func watchPolicies(ctx context.Context, path string, reload func() error, log *s
 				return
 			case <-hup:
 				log.Info("SIGHUP: reloading the config")
-				reload()
+				reload.explicit()
 			}
 		}
 	}()
 	if path == "" {
 		return nil
 	}
-	return watch.Watch(ctx, []string{path}, func() { reload() })
+	return watch.Watch(ctx, []string{path}, func() { reload.watched(ctx) })
 }
 
 // stores is where the service counts: memory, or Redis behind a failure
