@@ -3,7 +3,6 @@ package watch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
@@ -155,39 +155,6 @@ func TestDebounceStops(t *testing.T) {
 	}
 }
 
-// configMap lays out a directory as the kubelet does for a mounted
-// ConfigMap: the data in a timestamped directory, ..data a link to it, and
-// each file a link through ..data. update swaps in new data the kubelet's
-// way: a new directory, a new link renamed over ..data, the old directory
-// removed.
-type configMap struct {
-	t       *testing.T
-	dir     string
-	version int
-}
-
-func newConfigMap(t *testing.T, files map[string]string) *configMap {
-	c := &configMap{t: t, dir: t.TempDir()}
-	c.update(files)
-	for name := range files {
-		must(t, os.Symlink(filepath.Join("..data", name), filepath.Join(c.dir, name)))
-	}
-	return c
-}
-
-func (c *configMap) update(files map[string]string) {
-	c.version++
-	old := fmt.Sprintf("..2026_12_%02d_00_00_00.000000001", c.version-1)
-	data := fmt.Sprintf("..2026_12_%02d_00_00_00.000000001", c.version)
-	must(c.t, os.Mkdir(filepath.Join(c.dir, data), 0o755))
-	for name, content := range files {
-		must(c.t, os.WriteFile(filepath.Join(c.dir, data, name), []byte(content), 0o644))
-	}
-	must(c.t, os.Symlink(data, filepath.Join(c.dir, "..data_tmp")))
-	must(c.t, os.Rename(filepath.Join(c.dir, "..data_tmp"), filepath.Join(c.dir, "..data")))
-	must(c.t, os.RemoveAll(filepath.Join(c.dir, old)))
-}
-
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -251,17 +218,17 @@ func TestFingerprintSeesOnlyThePolicyFiles(t *testing.T) {
 	}
 	for _, given := range []string{"file", "directory"} {
 		t.Run("a ConfigMap swap, the "+given+" given", func(t *testing.T) {
-			cm := newConfigMap(t, map[string]string{"p.yaml": "domain: a\n"})
-			path := cm.dir
+			cm := testkit.NewConfigMap(t, map[string]string{"p.yaml": "domain: a\n"})
+			path := cm.Dir
 			if given == "file" {
-				path = filepath.Join(cm.dir, "p.yaml")
+				path = filepath.Join(cm.Dir, "p.yaml")
 			}
 			fp := newFingerprint([]string{path}, nil)
-			cm.update(map[string]string{"p.yaml": "domain: b\n"})
+			cm.Update(map[string]string{"p.yaml": "domain: b\n"})
 			if !fp.changed() {
 				t.Error("a swap to new content: no change")
 			}
-			cm.update(map[string]string{"p.yaml": "domain: b\n"})
+			cm.Update(map[string]string{"p.yaml": "domain: b\n"})
 			if !fp.changed() {
 				t.Error("a swap to the same content: no change (the link leads elsewhere, so a reload confirms it)")
 			}
@@ -321,10 +288,10 @@ func TestWatchSeesWritesAndRenames(t *testing.T) {
 		})
 	}
 	t.Run("ConfigMap swap", func(t *testing.T) {
-		cm := newConfigMap(t, map[string]string{"policy.yaml": "a"})
+		cm := testkit.NewConfigMap(t, map[string]string{"policy.yaml": "a"})
 		var changes atomic.Int32
-		watchUntilChanged(t, filepath.Join(cm.dir, "policy.yaml"), func() { changes.Add(1) },
-			func() { cm.update(map[string]string{"policy.yaml": "b"}) }, &changes)
+		watchUntilChanged(t, filepath.Join(cm.Dir, "policy.yaml"), func() { changes.Add(1) },
+			func() { cm.Update(map[string]string{"policy.yaml": "b"}) }, &changes)
 	})
 }
 
