@@ -216,8 +216,8 @@ func validate(req Request) error {
 			if e.Key == "" {
 				return badRequest("descriptor %d entry %d has an empty key", i, j)
 			}
-			if err := checkEntry(i, j, e); err != nil {
-				return err
+			if err := CheckEntry(e); err != nil {
+				return fmt.Errorf("%w: descriptor %d entry %d: %w", ErrBadRequest, i, j, err)
 			}
 		}
 		if d.Override != nil {
@@ -229,17 +229,15 @@ func validate(req Request) error {
 	return nil
 }
 
-// checkEntry holds a descriptor entry to the key-size policy: its key and
-// value are each at most floodgate.MaxValueBytes. The error wraps both
-// ErrBadRequest and floodgate.ErrKeyTooLong.
-func checkEntry(i, j int, e config.Entry) error {
+// CheckEntry holds a descriptor entry to the key-size policy: its key and
+// value are each at most floodgate.MaxValueBytes. The error wraps
+// floodgate.ErrKeyTooLong and quotes only the start of what was too long;
+// Decide applies it, and a surface may too, to name the entry its own way.
+func CheckEntry(e config.Entry) error {
 	if err := floodgate.CheckLength("key", e.Key, floodgate.MaxValueBytes); err != nil {
-		return fmt.Errorf("%w: descriptor %d entry %d: %w", ErrBadRequest, i, j, err)
+		return err
 	}
-	if err := floodgate.CheckLength("value", e.Value, floodgate.MaxValueBytes); err != nil {
-		return fmt.Errorf("%w: descriptor %d entry %d: %w", ErrBadRequest, i, j, err)
-	}
-	return nil
+	return floodgate.CheckLength("value", e.Value, floodgate.MaxValueBytes)
 }
 
 // validateCosts checks costs by name, in name order so that the error is

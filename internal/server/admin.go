@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 )
 
 // admin serves /admin/... behind the bearer token; without a token it
@@ -207,7 +208,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	for _, k := range keys {
 		if err := s.opts.Reset(r.Context(), k); err != nil {
 			s.log.Error("server: admin reset failed", "key", k, "error", err)
-			writeError(w, http.StatusInternalServerError, fmt.Sprintf("resetting %q: %v", k, err))
+			writeError(w, http.StatusInternalServerError, fmt.Sprintf("resetting %s: %v", excerpt.Quote(k), err))
 			return
 		}
 	}
@@ -227,8 +228,14 @@ func (s *Server) resetKeys(b resetBody) ([]string, error) {
 	}
 	switch {
 	case b.Key != "":
+		if err := floodgate.CheckLength("key", b.Key, floodgate.MaxKeyBytes); err != nil {
+			return nil, badRequest("%v", err)
+		}
 		return []string{b.Key}, nil
 	case b.ExplicitKey != "":
+		if err := checkExplicitKey("explicit_key", b.ExplicitKey); err != nil {
+			return nil, err
+		}
 		return []string{ExplicitPrefix + b.ExplicitKey}, nil
 	}
 	domain := ""
@@ -246,9 +253,14 @@ func (s *Server) resetKeys(b resetBody) ([]string, error) {
 	keys := []string{}
 	for i, rules := range s.engine.Policies().MatchAll(domain, cds) {
 		for _, rule := range rules {
-			if !rule.Unlimited && !rule.DeniesAll() {
-				keys = append(keys, rule.StateKey(cds[i]))
+			if rule.Unlimited || rule.DeniesAll() {
+				continue
 			}
+			key := rule.StateKey(cds[i])
+			if err := floodgate.CheckLength("key", key, floodgate.MaxKeyBytes); err != nil {
+				return nil, badRequest("descriptors[%d]: %v", i, err)
+			}
+			keys = append(keys, key)
 		}
 	}
 	return keys, nil

@@ -11,11 +11,14 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 	"github.com/floodgate-io/floodgate/internal/headers"
 )
 
-// MaxKeyBytes bounds the key of an explicit limit.
-const MaxKeyBytes = 4096
+// MaxExplicitKeyBytes bounds the key of an explicit limit: the store holds
+// it as ExplicitPrefix+key, which the key-size policy holds to
+// floodgate.MaxKeyBytes.
+const MaxExplicitKeyBytes = floodgate.MaxKeyBytes - len(ExplicitPrefix)
 
 // allowBody is the body of POST /v1/allow: an explicit limit (key, limit)
 // or a policy lookup (domain, descriptors), and a cost: what the explicit
@@ -84,8 +87,8 @@ func decodeAllow(body []byte) (allowRequest, error) {
 		if b.Key == nil || *b.Key == "" {
 			return allowRequest{}, badRequest("key is empty")
 		}
-		if len(*b.Key) > MaxKeyBytes {
-			return allowRequest{}, badRequest("key is %d bytes, at most %d", len(*b.Key), MaxKeyBytes)
+		if err := checkExplicitKey("key", *b.Key); err != nil {
+			return allowRequest{}, err
 		}
 		if b.Limit == nil {
 			return allowRequest{}, badRequest("limit is required with a key")
@@ -107,7 +110,7 @@ func decodeAllow(body []byte) (allowRequest, error) {
 	for i := range descs {
 		for _, name := range slices.Sorted(maps.Keys(descs[i].Costs)) {
 			if c := descs[i].Costs[name]; c < 0 {
-				return allowRequest{}, badRequest("descriptors[%d].costs: %q: cost %d is negative (POST /v1/adjust gives units back)", i, name, c)
+				return allowRequest{}, badRequest("descriptors[%d].costs: %s: cost %d is negative (POST /v1/adjust gives units back)", i, excerpt.Quote(name), c)
 			}
 		}
 		if cost == 0 { // the engine reads a request's Hits of 0 as 1
@@ -122,6 +125,8 @@ func toDescriptors(domain string, in []descriptorJSON) ([]engine.Descriptor, err
 	switch {
 	case domain == "":
 		return nil, badRequest("domain is empty")
+	case len(domain) > floodgate.MaxValueBytes:
+		return nil, badRequest("%v", floodgate.CheckLength("domain", domain, floodgate.MaxValueBytes))
 	case len(in) == 0:
 		return nil, badRequest("descriptors is empty: give at least one")
 	case len(in) > engine.MaxDescriptors:
@@ -141,18 +146,30 @@ func toDescriptors(domain string, in []descriptorJSON) ([]engine.Descriptor, err
 				return nil, badRequest("descriptors[%d].entries[%d]: key is empty", i, j)
 			}
 			out[i].Entries[j] = config.Entry{Key: e.Key, Value: e.Value}
+			if err := engine.CheckEntry(out[i].Entries[j]); err != nil {
+				return nil, badRequest("descriptors[%d].entries[%d]: %v", i, j, err)
+			}
 		}
 		for _, name := range slices.Sorted(maps.Keys(d.Costs)) {
 			switch c := d.Costs[name]; {
 			case name == "":
 				return nil, badRequest("descriptors[%d].costs: a limit name is empty", i)
 			case c < -engine.MaxHits || c > engine.MaxHits:
-				return nil, badRequest("descriptors[%d].costs: %q: cost %d outside [-%d, %d]", i, name, c, int64(engine.MaxHits), int64(engine.MaxHits))
+				return nil, badRequest("descriptors[%d].costs: %s: cost %d outside [-%d, %d]", i, excerpt.Quote(name), c, int64(engine.MaxHits), int64(engine.MaxHits))
 			}
 		}
 		out[i].Costs = d.Costs
 	}
 	return out, nil
+}
+
+// checkExplicitKey holds the key of an explicit limit, which the request
+// calls field, to MaxExplicitKeyBytes.
+func checkExplicitKey(field, key string) *httpError {
+	if err := floodgate.CheckLength(field, key, MaxExplicitKeyBytes); err != nil {
+		return badRequest("%v", err)
+	}
+	return nil
 }
 
 // parse validates an explicit limit.

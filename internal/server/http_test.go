@@ -267,7 +267,7 @@ func TestBadInput(t *testing.T) {
 		{"negative cost", `{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"x"}]}],"cost":-1}`, "cost -1 outside"},
 		{"cost too large", `{"key":"k","limit":{"algorithm":"token_bucket","rate":1,"period":"1s"},"cost":5000000000}`, "cost 5000000000 outside"},
 		{"empty key", limit(`{"algorithm":"token_bucket","rate":1,"period":"1s"}`)[:0] + `{"key":"","limit":{"algorithm":"token_bucket","rate":1,"period":"1s"}}`, "key is empty"},
-		{"key too long", `{"key":"` + strings.Repeat("k", 4097) + `","limit":{"algorithm":"token_bucket","rate":1,"period":"1s"}}`, "key is 4097 bytes"},
+		{"key too long", `{"key":"` + strings.Repeat("k", server.MaxExplicitKeyBytes+1) + `","limit":{"algorithm":"token_bucket","rate":1,"period":"1s"}}`, "(4088 bytes) is longer than 4087 bytes"},
 		{"no limit", `{"key":"k"}`, "limit is required"},
 		{"no algorithm", limit(`{"rate":1,"period":"1s"}`), "limit.algorithm is required"},
 		{"unknown algorithm", limit(`{"algorithm":"magic","rate":1,"period":"1s"}`), `unknown algorithm "magic"`},

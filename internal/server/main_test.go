@@ -28,7 +28,10 @@ import (
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// testkit starts redis-server from one long-lived goroutine.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/floodgate-io/floodgate/internal/testkit.spawner"))
+}
 
 // The policy of most tests. Its clock starts on a minute boundary, so a
 // fresh per-minute window resets in exactly 60s.

@@ -79,6 +79,8 @@ func fromRLS(req *rlsv3.RateLimitRequest, atomic bool) (engine.Request, error) {
 	switch {
 	case req.GetDomain() == "":
 		return engine.Request{}, fmt.Errorf("domain is empty")
+	case len(req.GetDomain()) > floodgate.MaxValueBytes:
+		return engine.Request{}, floodgate.CheckLength("domain", req.GetDomain(), floodgate.MaxValueBytes)
 	case len(req.GetDescriptors()) == 0:
 		return engine.Request{}, fmt.Errorf("descriptors is empty: give at least one")
 	case len(req.GetDescriptors()) > engine.MaxDescriptors:
@@ -111,6 +113,9 @@ func fromRLSDescriptor(d *ratelimitv3.RateLimitDescriptor) (engine.Descriptor, e
 			return out, fmt.Errorf("entries[%d]: key is empty", j)
 		}
 		out.Entries[j] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		if err := engine.CheckEntry(out.Entries[j]); err != nil {
+			return out, fmt.Errorf("entries[%d]: %w", j, err)
+		}
 	}
 	if h := d.GetHitsAddend(); h != nil {
 		if h.GetValue() > engine.MaxHits {
