@@ -1,10 +1,97 @@
 package cli
 
-import "github.com/spf13/pflag"
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/floodgate-io/floodgate/internal/listen"
+	"github.com/floodgate-io/floodgate/internal/proxy"
+)
 
 // listenFlags are the listeners' timeouts and the drain on SIGTERM.
-type listenFlags struct{}
+type listenFlags struct {
+	opts            listen.Options
+	upstreamTimeout time.Duration // proxy only
+}
 
-// register adds the flags; proxy is true for floodgate proxy, whose
+// register adds the flags; isProxy is true for floodgate proxy, whose
 // defaults differ where it streams an upstream's bodies.
-func (f *listenFlags) register(fl *pflag.FlagSet, proxy bool) {}
+func (f *listenFlags) register(fl *pflag.FlagSet, isProxy bool) {
+	o := &f.opts
+	read, write, writeHelp := listen.DefaultReadTimeout, listen.DefaultWriteTimeout,
+		"the longest from the end of a request's headers to the end of its response (0: off)"
+	if isProxy {
+		read, write = listen.DefaultProxyReadTimeout, listen.DefaultProxyWriteTimeout
+		writeHelp += "; off by default so that streamed responses (server-sent events, downloads) are not cut: --upstream-timeout cuts a silent upstream"
+	}
+	durationVar(fl, &o.ReadHeaderTimeout, "read-header-timeout", listen.DefaultReadHeaderTimeout, true,
+		"the longest a client may take to send a request's headers (on gRPC: the connection's HTTP/2 handshake) (0: off)")
+	durationVar(fl, &o.ReadTimeout, "read-timeout", read, true, "the longest a client may take to send a whole request, its body included (0: off)")
+	durationVar(fl, &o.WriteTimeout, "write-timeout", write, true, writeHelp)
+	durationVar(fl, &o.IdleTimeout, "idle-timeout", listen.DefaultIdleTimeout, true,
+		"how long a keep-alive connection (on gRPC: a connection without calls) may wait for its next request (0: off)")
+	o.MaxHeaderBytes = listen.DefaultMaxHeaderBytes
+	fl.Var(positiveInt{&o.MaxHeaderBytes}, "max-header-bytes", "the largest request line and headers, in bytes")
+	durationVar(fl, &o.ShutdownDelay, "shutdown-delay", listen.DefaultShutdownDelay, true,
+		"on SIGTERM: how long readiness fails while the listeners still serve, with Connection: close on every response, before they close (0: none)")
+	durationVar(fl, &o.ShutdownTimeout, "shutdown-timeout", listen.DefaultShutdownTimeout, true,
+		"on SIGTERM, once the listeners close: how long in-flight requests may finish before they are cut (0: cut at once)")
+	if isProxy {
+		durationVar(fl, &f.upstreamTimeout, "upstream-timeout", proxy.DefaultUpstreamTimeout, false,
+			"the longest the upstream may stay silent: before its response headers (then 504) and between reads of a body (then the exchange is cut)")
+	}
+}
+
+// options are the listeners' options; the flags were checked as they were set.
+func (f *listenFlags) options() *listen.Options {
+	o := f.opts
+	return &o
+}
+
+// durationVar is a duration flag that refuses negative values, and zero
+// unless zero is allowed, naming the flag in its error.
+func durationVar(fl *pflag.FlagSet, p *time.Duration, name string, value time.Duration, zero bool, usage string) {
+	*p = value
+	fl.Var(&boundedDuration{p: p, zero: zero}, name, usage)
+}
+
+type boundedDuration struct {
+	p    *time.Duration
+	zero bool
+}
+
+func (d *boundedDuration) String() string { return d.p.String() }
+func (d *boundedDuration) Type() string   { return "duration" }
+
+func (d *boundedDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("want a duration such as 30s: %w", err)
+	case v < 0, v == 0 && !d.zero:
+		if d.zero {
+			return fmt.Errorf("%s: want 0 (off) or a positive duration", s)
+		}
+		return fmt.Errorf("%s: want a positive duration", s)
+	}
+	*d.p = v
+	return nil
+}
+
+// positiveInt is an int flag that refuses 0 and negative values.
+type positiveInt struct{ p *int }
+
+func (n positiveInt) String() string { return strconv.Itoa(*n.p) }
+func (n positiveInt) Type() string   { return "int" }
+
+func (n positiveInt) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("%q: want a positive whole number", s)
+	}
+	*n.p = v
+	return nil
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/httplimit"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/listen"
 	"github.com/floodgate-io/floodgate/internal/proxy"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
@@ -224,13 +225,13 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--limit/--algorithm/--burst: %w", err)
 	}
-	rp := proxy.NewReverseProxy(target, nil)
+	rp := proxy.NewReverseProxy(target, proxy.Forwarding{UpstreamTimeout: f.listen.upstreamTimeout, Logger: log})
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
 	}
 	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(), "limit", limit.String(), "by", f.by)
-	return serveUntilDone(ctx, &http.Server{Handler: mw(rp), ReadHeaderTimeout: 10 * time.Second}, ln, log)
+	return serveUntilDone(ctx, f.listen, mw(rp), ln, log)
 }
 
 // runRoutedProxy is `floodgate proxy --config`: the routes and descriptors
@@ -273,7 +274,7 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if f.maxDelay <= 0 {
 		return fmt.Errorf("--max-delay %s: want a positive duration", f.maxDelay)
 	}
-	handler, err := proxy.New(proxy.Options{Upstream: target, Engine: eng, Logger: log, MaxDelay: f.maxDelay})
+	handler, err := proxy.New(proxy.Options{Upstream: target, Engine: eng, Logger: log, MaxDelay: f.maxDelay, UpstreamTimeout: f.listen.upstreamTimeout})
 	if err != nil {
 		return err
 	}
@@ -290,21 +291,17 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	}
 	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(),
 		"store", st.name, "policy", f.config, "domains", policies.Domains(), "routes", len(policies.Routes()))
-	return serveUntilDone(ctx, &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}, ln, log)
+	return serveUntilDone(ctx, f.listen, handler, ln, log)
 }
 
-// serveUntilDone serves ln until ctx is done, then shuts down gracefully.
-func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger) error {
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := srv.Shutdown(shutdown)
+// serveUntilDone serves h on ln with the listener flags' bounds until ctx
+// is done, then drains it as serve drains its listeners (listen.Drain)
+// and returns nil. The proxy has no readiness endpoint: every path is the
+// upstream's. Its drain is the grace period, with Connection: close on
+// every response, then the close.
+func serveUntilDone(ctx context.Context, lf listenFlags, h http.Handler, ln net.Listener, log *slog.Logger) error {
+	d := listen.NewDrain(*lf.options(), log)
+	err := d.Serve(ctx, listen.HTTP(d.HTTPServer(h), ln))
 	log.Info("floodgate proxy stopped")
 	return err
 }

@@ -165,6 +165,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		Reset:      st.reset,
 		Headers:    f.headers,
 		AtomicRLS:  f.atomic,
+		Listen:     f.listen.options(),
 	})
 	httpLn, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {

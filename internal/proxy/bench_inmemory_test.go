@@ -56,7 +56,7 @@ func BenchmarkInMemory(b *testing.B) {
 		handler http.Handler
 		status  int
 	}{
-		{"bare", proxy.NewReverseProxy(upstream, cannedUpstream{}), 200},
+		{"bare", proxy.NewReverseProxy(upstream, proxy.Forwarding{Transport: cannedUpstream{}}), 200},
 		{"floodgate-admit", gated(b, alwaysAllow), 200},
 		{"floodgate-deny", gated(b, denyAll), 429},
 	} {

@@ -150,7 +150,7 @@ func TestProxyBenchmark(t *testing.T) {
 	t.Logf("wrk -t2 -c%d -d%ds --latency; upstream: nginx `return 200` on 127.0.0.1; GOMAXPROCS %d", s.conns, s.seconds, runtime.GOMAXPROCS(0))
 
 	t.Run("throughput", func(t *testing.T) {
-		bare := serve(t, proxy.NewReverseProxy(upstream, nil))
+		bare := serve(t, proxy.NewReverseProxy(upstream, proxy.Forwarding{}))
 		gated := floodgateProxy(t, upstream, alwaysAllow)
 		var ratios []float64
 		for round := 1; round <= s.rounds; round++ {

@@ -37,6 +37,22 @@ type Options struct {
 	// queue is given back, as for a client that leaves while held). 0 means
 	// DefaultMaxDelay.
 	MaxDelay time.Duration
+	// UpstreamTimeout is how long the upstream may stay silent: before its
+	// response headers (the client then gets 504) and between reads of the
+	// request or response body (the exchange is cut). 0 means
+	// DefaultUpstreamTimeout.
+	UpstreamTimeout time.Duration
+}
+
+// Forwarding configures NewReverseProxy.
+type Forwarding struct {
+	// Transport reaches the upstream; nil means NewTransport().
+	Transport http.RoundTripper
+	// UpstreamTimeout is Options.UpstreamTimeout; 0 or less means
+	// DefaultUpstreamTimeout.
+	UpstreamTimeout time.Duration
+	// Logger receives upstream failures; nil discards them.
+	Logger *slog.Logger
 }
 
 // Proxy is an http.Handler that limits and forwards requests. It is safe
@@ -62,6 +78,8 @@ func New(opts Options) (*Proxy, error) {
 		return nil, fmt.Errorf("%w: no engine", ErrInvalidOptions)
 	case opts.MaxDelay < 0:
 		return nil, fmt.Errorf("%w: negative MaxDelay %s", ErrInvalidOptions, opts.MaxDelay)
+	case opts.UpstreamTimeout < 0:
+		return nil, fmt.Errorf("%w: negative UpstreamTimeout %s", ErrInvalidOptions, opts.UpstreamTimeout)
 	}
 	p := &Proxy{engine: opts.Engine, log: opts.Logger, maxDelay: opts.MaxDelay}
 	if p.log == nil {
@@ -70,8 +88,7 @@ func New(opts Options) (*Proxy, error) {
 	if p.maxDelay == 0 {
 		p.maxDelay = DefaultMaxDelay
 	}
-	p.forward = NewReverseProxy(u, opts.Transport)
-	p.forward.ErrorHandler = p.upstreamFailed
+	p.forward = NewReverseProxy(u, Forwarding{Transport: opts.Transport, UpstreamTimeout: opts.UpstreamTimeout, Logger: p.log})
 	return p, nil
 }
 
@@ -79,14 +96,24 @@ func New(opts Options) (*Proxy, error) {
 // httputil's single-host reverse proxy (the client's Host header kept,
 // X-Forwarded-For appended) that streams bodies as they come. The
 // benchmark's bare proxy is this same value, so that the two differ only
-// by the limiting. A nil transport means NewTransport().
-func NewReverseProxy(upstream *url.URL, transport http.RoundTripper) *httputil.ReverseProxy {
+// by the limiting. An upstream that stays silent for fw.UpstreamTimeout
+// is cut; one that fails or is cut before its headers is answered with a
+// problem+json 502 or 504.
+func NewReverseProxy(upstream *url.URL, fw Forwarding) *httputil.ReverseProxy {
 	rp := httputil.NewSingleHostReverseProxy(upstream)
 	rp.FlushInterval = -1 // flush every write: server-sent events and long downloads flow
-	if transport == nil {
-		transport = NewTransport()
+	if fw.Transport == nil {
+		fw.Transport = NewTransport()
 	}
-	rp.Transport = transport
+	if fw.UpstreamTimeout <= 0 {
+		fw.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if fw.Logger == nil {
+		fw.Logger = slog.New(slog.DiscardHandler)
+	}
+	rp.Transport = &silenceTransport{base: fw.Transport, d: fw.UpstreamTimeout}
+	rp.ErrorHandler = upstreamFailed(fw.Logger)
+	rp.ErrorLog = slog.NewLogLogger(fw.Logger.Handler(), slog.LevelWarn)
 	// Without a pool httputil allocates 32 KiB per request to copy the body.
 	rp.BufferPool = &bufferPool{pool: sync.Pool{New: func() any { return new([32 << 10]byte) }}}
 	return rp
@@ -123,13 +150,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.reconcile(r, a, httplimit.ServeRecorded(w, r, p.forward))
 }
 
-// upstreamFailed answers 502 when the upstream cannot be reached.
-func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
-		return // the client left; nobody to answer
+// upstreamFailed answers 504 when the upstream stayed silent too long
+// and 502 when it could not be reached.
+func upstreamFailed(log *slog.Logger) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		if r.Context().Err() != nil {
+			return // the client left; nobody to answer
+		}
+		log.Warn("upstream request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+		if errors.Is(err, ErrUpstreamTimeout) {
+			writeProblem(w, http.StatusGatewayTimeout, "the upstream did not answer in time")
+			return
+		}
+		writeProblem(w, http.StatusBadGateway, "the upstream could not be reached")
 	}
-	p.log.Warn("upstream request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-	writeProblem(w, http.StatusBadGateway, "the upstream could not be reached")
 }
 
 // hasDotSegment reports whether a path has a "." or ".." segment.
