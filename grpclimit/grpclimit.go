@@ -182,7 +182,13 @@ func (lim *limiter) decide(ctx context.Context, method string, req any, stream b
 		if err != nil {
 			return err
 		}
-		reqs = append(reqs, floodgate.Request{Key: r.Name + ":" + v, Limit: r.Limit, Cost: cost})
+		key := r.Name + ":" + v
+		if err := floodgate.CheckLength("key", key, floodgate.MaxKeyBytes); err != nil {
+			// The caller's metadata made the key: its fault, answered
+			// before any store is asked, whatever the store.
+			return status.Errorf(codes.InvalidArgument, "rule %q: %v", r.Name, err)
+		}
+		reqs = append(reqs, floodgate.Request{Key: key, Limit: r.Limit, Cost: cost})
 		rules = append(rules, r)
 	}
 	if len(reqs) == 0 {

@@ -389,6 +389,12 @@ func (m *middleware) requests(w http.ResponseWriter, r *http.Request, rules []ru
 				return nil, nil, false
 			}
 		}
+		if err := floodgate.CheckLength("key", key, floodgate.MaxKeyBytes); err != nil {
+			// The request made the key (a header, a path): its fault,
+			// answered before any store is asked, whatever the store.
+			writeProblem(w, http.StatusBadRequest, "rate limit policy "+strconv.Quote(ru.Name)+": "+err.Error())
+			return nil, nil, false
+		}
 		cost := int64(1)
 		if ru.Cost != nil {
 			c, err := ru.Cost(r)
