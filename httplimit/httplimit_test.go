@@ -531,11 +531,15 @@ func TestOddInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	for _, tc := range []struct{ remote, host, path, k, xff, fwd string }{
-		{"", "", "/", "", "", ""},
-		{"garbage", "::::", "/%00", "\x00", ",,,,", `;;;=,"`},
-		{"127.0.0.1:1", "[", "/a|b\\", "k|", "[::1", "for=[::1"},
-		{"[::]:0", strings.Repeat("h", 5000), "/" + strings.Repeat("x", 5000), strings.Repeat("\xff", 100), strings.Repeat("192.0.2.1,", 1000), strings.Repeat("for=a;", 1000)},
+	for _, tc := range []struct {
+		remote, host, path, k, xff, fwd string
+		want                            int // a key past floodgate.MaxKeyBytes is the request's fault
+	}{
+		{"", "", "/", "", "", "", 200},
+		{"garbage", "::::", "/%00", "\x00", ",,,,", `;;;=,"`, 200},
+		{"127.0.0.1:1", "[", "/a|b\\", "k|", "[::1", "for=[::1", 200},
+		{"[::]:0", strings.Repeat("h", 1500), "/" + strings.Repeat("x", 1500), strings.Repeat("\xff", 100), strings.Repeat("192.0.2.1,", 1000), strings.Repeat("for=a;", 1000), 200},
+		{"[::]:0", strings.Repeat("h", 5000), "/" + strings.Repeat("x", 5000), strings.Repeat("\xff", 100), strings.Repeat("192.0.2.1,", 1000), strings.Repeat("for=a;", 1000), 400},
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr, r.Host, r.URL.Path = tc.remote, tc.host, tc.path
@@ -544,8 +548,8 @@ func TestOddInput(t *testing.T) {
 		r.Header.Set("Forwarded", tc.fwd)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		if w.Code != 200 {
-			t.Fatalf("%+v: %d %s", tc, w.Code, w.Body)
+		if w.Code != tc.want {
+			t.Fatalf("%+v: %d %s, want %d", tc, w.Code, w.Body, tc.want)
 		}
 		if _, err := headers.ParseList(w.Header().Get("RateLimit")); err != nil {
 			t.Fatalf("%+v: RateLimit %q: %v", tc, w.Header().Get("RateLimit"), err)
