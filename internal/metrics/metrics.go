@@ -1,7 +1,8 @@
 // Package metrics exposes Floodgate's Prometheus metrics with bounded label
 // cardinality: no label ever takes a value straight from a request unless the
 // policy asks for it (detailed_metric, value_to_metric), and then at most
-// MaxDetailed distinct values; the rest are counted under Other.
+// MaxDetailed distinct values, each cut to MaxLabelBytes; the rest are
+// counted under Other.
 //
 // The metrics:
 //
@@ -14,11 +15,15 @@
 package metrics
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -65,7 +70,18 @@ const (
 	MaxDomains = 1000
 	// MaxKinds bounds the kind label values of store errors.
 	MaxKinds = 32
+	// MaxLabelBytes bounds a per-value limit label: a longer one keeps its
+	// first bytes and ends with "…" and a hash of the whole value (see
+	// Truncate), so that distinct long values stay distinct series. With
+	// MaxDetailed, it bounds what detailed_metric adds to a scrape to about
+	// MaxDetailed × MaxLabelBytes per series kind.
+	MaxLabelBytes = 128
 )
+
+// hashHex is how many hex digits of a value's SHA-256 a truncated label
+// keeps: 64 bits, so that among MaxDetailed values a collision is
+// vanishingly unlikely.
+const hashHex = 16
 
 // The circuit breaker states SetBreakerState knows; another is counted as Other.
 var breakerStates = []string{"closed", "open", "half_open"}
@@ -300,6 +316,7 @@ func (m *Metrics) LimitLabel(r config.Rule, d config.Descriptor) string {
 	} else if r.Count > 1 {
 		key += "#" + itoa(r.Index)
 	}
+	key = Truncate(key)
 	if _, ok := m.detailed.get(key, MaxDetailed, func() any { return struct{}{} }); !ok {
 		return Other
 	}
@@ -307,3 +324,27 @@ func (m *Metrics) LimitLabel(r config.Rule, d config.Descriptor) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// Truncate bounds a label value taken from a request to MaxLabelBytes of
+// valid UTF-8 (Prometheus refuses any other). A value that fits and is
+// valid is returned as is; any other keeps its first bytes, cut on a
+// character boundary with invalid bytes replaced, then "…" and 16 hex
+// digits of the SHA-256 of the whole value: two different values give two
+// different labels (but for a 64-bit hash collision), and one value always
+// the same label, in every process.
+func Truncate(v string) string {
+	if len(v) <= MaxLabelBytes && utf8.ValidString(v) {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	tail := "…" + hex.EncodeToString(sum[:hashHex/2])
+	head := strings.ToValidUTF8(v[:min(len(v), MaxLabelBytes)], "\uFFFD")
+	cut := MaxLabelBytes - len(tail)
+	if len(head) > cut {
+		head = head[:cut]
+	}
+	for len(head) > 0 && !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	return head + tail
+}
