@@ -140,7 +140,7 @@ func NewLeased(cfg LeasedConfig) (*Leased, error) {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
-	l.safe = floodgate.NewMemory(floodgate.WithClock(leasedCoordinatorClock{l}))
+	l.safe = floodgate.NewMemory(floodgate.WithClock(leasedCoordinatorClock{l}), floodgate.WithMaxKeys(cfg.MaxKeys))
 	return l, nil
 }
 

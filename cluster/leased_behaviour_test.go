@@ -345,6 +345,7 @@ func TestNewLeasedRefusesBadConfig(t *testing.T) {
 		{"outage-after below the timeout", func(c *LeasedConfig) { c.Timeout, c.OutageAfter = time.Second, time.Millisecond }, "must be at least Timeout"},
 		{"safe fraction above 1", func(c *LeasedConfig) { c.SafeFraction = 1.5 }, "SafeFraction"},
 		{"negative safe fraction", func(c *LeasedConfig) { c.SafeFraction = -0.1 }, "SafeFraction"},
+		{"negative max keys", func(c *LeasedConfig) { c.MaxKeys = -1 }, "MaxKeys"},
 	}
 	for _, c := range cases {
 		cfg := good

@@ -54,6 +54,9 @@ type LeasedConfig struct {
 	// has run out, rounded down. 0 means 1/Members.Count(); otherwise it must
 	// be in (0, 1]. A limit whose share rounds to 0 denies while cut off.
 	SafeFraction float64
+	// MaxKeys bounds the keys the safe capacity holds in memory
+	// (floodgate.WithMaxKeys); 0: unbounded.
+	MaxKeys int
 	// ReportUnavailable, instead of serving the safe capacity, answers the
 	// requests that find no lease while the coordinator is unreachable with
 	// an error wrapping floodgate.ErrStoreUnavailable, so that a failover
@@ -91,6 +94,8 @@ func leasedCheckConfig(cfg LeasedConfig) error {
 		return bad("OutageAfter (%s) must be at least Timeout (%s)", cfg.OutageAfter, cfg.Timeout)
 	case !(cfg.SafeFraction >= 0 && cfg.SafeFraction <= 1): // also refuses NaN
 		return bad("SafeFraction must be in [0, 1], got %v", cfg.SafeFraction)
+	case cfg.MaxKeys < 0:
+		return bad("MaxKeys must not be negative, got %d", cfg.MaxKeys)
 	}
 	return nil
 }

@@ -29,6 +29,17 @@ type fleetFlags struct {
 	syncInterval time.Duration
 	sampleOneIn  int64
 	outageAfter  time.Duration
+	// maxKeys bounds the keys each strategy holds in memory: serve's and
+	// proxy's --max-keys, which they give with withMaxKeys (0: unbounded;
+	// gossip then keeps its own default, cluster.GossipDefaultMaxKeys).
+	maxKeys int
+}
+
+// withMaxKeys returns f with the strategies' in-memory state bounded to n
+// keys each (--max-keys).
+func (f fleetFlags) withMaxKeys(n int) fleetFlags {
+	f.maxKeys = n
+	return f
 }
 
 // fleetFlagNames are the flags register adds.
@@ -196,11 +207,11 @@ func (fl *fleet) open(ctx context.Context, k strategyKey, f fleetFlags, rs *redi
 	switch s {
 	case config.StrategyLocal:
 		var local *cluster.Local
-		local, err = cluster.NewLocal(cluster.LocalConfig{Members: fl.members})
+		local, err = cluster.NewLocal(cluster.LocalConfig{Members: fl.members, MaxKeys: f.maxKeys})
 		l, closeIt = local, local.Close
 	case config.StrategyGossip:
 		var g *cluster.Gossip
-		g, err = cluster.NewGossip(cluster.GossipConfig{Members: fl.members, Transport: fl.membership, Interval: interval, Logger: log})
+		g, err = cluster.NewGossip(cluster.GossipConfig{Members: fl.members, Transport: fl.membership, Interval: interval, MaxKeys: f.maxKeys, Logger: log})
 		if err == nil {
 			fl.membership.Attach(g)
 		}
@@ -210,7 +221,7 @@ func (fl *fleet) open(ctx context.Context, k strategyKey, f fleetFlags, rs *redi
 		// renewal itself may take until Redis counts as down, and past the
 		// lease the limit's failure policy decides.
 		lc := cluster.LeasedConfig{Members: fl.members, Interval: interval, Timeout: storeTimeout,
-			OutageAfter: f.outageAfter, ReportUnavailable: true, Logger: log}
+			OutageAfter: f.outageAfter, ReportUnavailable: true, MaxKeys: f.maxKeys, Logger: log}
 		if lc.OutageAfter == 0 {
 			lc.OutageAfter = cluster.DefaultOutageAfter(interval, storeTimeout)
 		}
@@ -246,12 +257,12 @@ func (fl *fleet) open(ctx context.Context, k strategyKey, f fleetFlags, rs *redi
 			return fmt.Errorf("strategy %s: %w", s, err)
 		}
 	}
-	return fl.wrap(k, l, rs != nil, storeTimeout, log)
+	return fl.wrap(k, l, rs != nil, storeTimeout, f.maxKeys, log)
 }
 
 // wrap puts the strategies that reach Redis behind one failure policy per
 // mode, as the exact store is; the others have no store to lose.
-func (fl *fleet) wrap(k strategyKey, l floodgate.Limiter, shared bool, timeout time.Duration, log *slog.Logger) error {
+func (fl *fleet) wrap(k strategyKey, l floodgate.Limiter, shared bool, timeout time.Duration, maxKeys int, log *slog.Logger) error {
 	byMode := map[failover.Mode]floodgate.Limiter{}
 	fl.limiters[k] = byMode
 	if !shared || k.name == config.StrategyLocal || k.name == config.StrategyGossip {
@@ -259,7 +270,7 @@ func (fl *fleet) wrap(k strategyKey, l floodgate.Limiter, shared bool, timeout t
 		return nil
 	}
 	for _, mode := range failover.Modes() {
-		w, err := failover.New(l, failover.Config{Mode: mode, Timeout: timeout, Fleet: fl.members, Logger: log})
+		w, err := failover.New(l, failover.Config{Mode: mode, Timeout: timeout, Fleet: fl.members, MaxLocalKeys: maxKeys, Logger: log})
 		if err != nil {
 			return err
 		}

@@ -172,8 +172,11 @@ func parseBy(by string, trusted []string) (httplimit.KeyFunc, error) {
 }
 
 func proxyLimiter(f proxyFlags) (floodgate.Limiter, func(), error) {
+	if f.maxKeys < 0 {
+		return nil, nil, fmt.Errorf("--max-keys %d: want 0 (unbounded) or a positive number of keys", f.maxKeys)
+	}
 	if f.redis == "" {
-		m := floodgate.NewMemory()
+		m := floodgate.NewMemory(floodgate.WithMaxKeys(f.maxKeys))
 		return m, m.Close, nil
 	}
 	mode, err := failover.ParseMode(f.failureMode)
@@ -184,7 +187,7 @@ func proxyLimiter(f proxyFlags) (floodgate.Limiter, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--redis %s: %w", f.redis, err)
 	}
-	fo, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout, Nodes: max(1, f.fleet.nodes)})
+	fo, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout, Nodes: max(1, f.fleet.nodes), MaxLocalKeys: f.maxKeys})
 	if err != nil {
 		rs.Close()
 		return nil, nil, err
@@ -262,12 +265,12 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err := requireRoutes(f.config, f.reload)(policies); err != nil {
 		return err
 	}
-	st, err := openStores(serveFlags{redis: f.redis, storeTimeout: f.storeTimeout, redisPrefix: f.redisPrefix}, defaultMode, log)
+	st, err := openStores(serveFlags{redis: f.redis, storeTimeout: f.storeTimeout, redisPrefix: f.redisPrefix, maxKeys: f.maxKeys}, defaultMode, log)
 	if err != nil {
 		return err
 	}
 	defer st.close()
-	if st.fleet, err = openFleet(ctx, f.fleet, policies, st.redis, f.storeTimeout, log); err != nil {
+	if st.fleet, err = openFleet(ctx, f.fleet.withMaxKeys(f.maxKeys), policies, st.redis, f.storeTimeout, log); err != nil {
 		return err
 	}
 	eng := engine.New(policies, st)

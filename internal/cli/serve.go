@@ -142,7 +142,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		return err
 	}
 	defer st.close()
-	if st.fleet, err = openFleet(ctx, f.fleet, policies, st.redis, f.storeTimeout, log); err != nil {
+	if st.fleet, err = openFleet(ctx, f.fleet.withMaxKeys(f.maxKeys), policies, st.redis, f.storeTimeout, log); err != nil {
 		return err
 	}
 	if l := st.fleet.For(config.Rule{}, defaultMode); l != nil {
@@ -247,8 +247,11 @@ type stores struct {
 }
 
 func openStores(f serveFlags, defaultMode failover.Mode, log *slog.Logger) (*stores, error) {
+	if f.maxKeys < 0 {
+		return nil, fmt.Errorf("--max-keys %d: want 0 (unbounded) or a positive number of keys", f.maxKeys)
+	}
 	if f.redis == "" {
-		m := floodgate.NewMemory()
+		m := floodgate.NewMemory(floodgate.WithMaxKeys(f.maxKeys))
 		return &stores{name: "memory", explicit: m, memory: m}, nil
 	}
 	addrs := strings.Split(f.redis, ",")
@@ -258,7 +261,7 @@ func openStores(f serveFlags, defaultMode failover.Mode, log *slog.Logger) (*sto
 	}
 	st := &stores{name: "redis " + f.redis, redis: rs, byMode: map[failover.Mode]*failover.Limiter{}, defaultMode: defaultMode}
 	for _, mode := range failover.Modes() {
-		l, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout, Fleet: st, Logger: log})
+		l, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout, Fleet: st, MaxLocalKeys: f.maxKeys, Logger: log})
 		if err != nil {
 			st.close()
 			return nil, err
