@@ -11,12 +11,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 )
 
 // Bounds on a request, so that no caller can make one decision arbitrarily
@@ -248,11 +248,14 @@ func validateCosts(where string, costs map[string]int64) error {
 		case name == "":
 			return badRequest("%s: a limit name is empty", where)
 		case c < 0 || c > MaxHits:
-			return badRequest("%s: %q: cost %d outside [0, %d]", where, name, c, int64(MaxHits))
+			return badRequest("%s: %s: cost %d outside [0, %d]", where, excerpt.Quote(name), c, int64(MaxHits))
 		}
 	}
 	return nil
 }
+
+// maxQuoted is the most names of the request an error quotes.
+const maxQuoted = 5
 
 // checkCostNames refuses a descriptor's costs for limits it does not have.
 func checkCostNames(set *config.Set, req Request, descs []config.Descriptor) error {
@@ -267,13 +270,16 @@ func checkCostNames(set *config.Set, req Request, descs []config.Descriptor) err
 		var unknown []string
 		for name := range d.Costs {
 			if !slices.ContainsFunc(rules, func(r config.Rule) bool { return r.Name == name }) {
-				unknown = append(unknown, strconv.Quote(name))
+				unknown = append(unknown, excerpt.Quote(name))
 			}
 		}
 		if len(unknown) == 0 {
 			continue
 		}
 		slices.Sort(unknown)
+		if n := len(unknown); n > maxQuoted { // a refusal stays short however many names came
+			unknown = append(unknown[:maxQuoted], fmt.Sprintf("and %d more", n-maxQuoted))
+		}
 		var names []string
 		for _, r := range rules {
 			if r.Name != "" {

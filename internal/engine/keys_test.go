@@ -114,3 +114,35 @@ func liveHeap() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
+
+// Cost names come from the request too: a refusal quotes an excerpt of
+// each, and at most a few of them.
+func TestCostNameRefusalsStayShort(t *testing.T) {
+	e, _ := newKeysEngine(t)
+	many := map[string]int64{}
+	for i := range 1000 {
+		many[strings.Repeat("n", 1000)+string(rune('a'+i%26))+strings.Repeat("x", i)] = 1
+	}
+	for _, tc := range []struct {
+		name  string
+		req   engine.Request
+		names string
+	}{
+		{"a megabyte name", engine.Request{Domain: "api", Costs: map[string]int64{strings.Repeat("n", 1<<20): -1},
+			Descriptors: []engine.Descriptor{desc("user", "ann")}}, `"nnnn`},
+		{"a thousand unknown names", engine.Request{Domain: "api",
+			Descriptors: []engine.Descriptor{{Entries: desc("user", "ann").Entries, Costs: many}}}, "and 995 more"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.Decide(ctx, tc.req)
+			switch {
+			case !errors.Is(err, engine.ErrBadRequest):
+				t.Fatalf("error %v, want a bad request", err)
+			case len(err.Error()) > 2*maxErrorBytes:
+				t.Fatalf("error of %d bytes echoes the input", len(err.Error()))
+			case !strings.Contains(err.Error(), tc.names):
+				t.Fatalf("error %q does not say %q", err, tc.names)
+			}
+		})
+	}
+}
