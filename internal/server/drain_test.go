@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -24,28 +22,6 @@ func withListen(edit func(*listen.Options)) setup {
 		edit(&l)
 		o.Listen = &l
 	}}
-}
-
-// closedAfter dials addr, sends what, then reads (and discards what the
-// server sends) until the server closes the connection; it returns how
-// long that took from the dial.
-func closedAfter(t *testing.T, addr, what string) time.Duration {
-	t.Helper()
-	began := time.Now()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, what); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(timing.Patience)) // bounds a hang only
-	_, err = io.Copy(io.Discard, c)
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		t.Fatalf("still open after %v", timing.Patience)
-	}
-	return time.Since(began)
 }
 
 const (
@@ -77,7 +53,7 @@ func TestListenersCloseConnectionsThatHoldThem(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if took := closedAfter(t, tc.addr, tc.send); took < tc.bound {
+			if took := testkit.ClosedAfter(t, tc.addr, tc.send); took < tc.bound {
 				t.Fatalf("closed after %v, before its bound %v", took, tc.bound)
 			}
 		})

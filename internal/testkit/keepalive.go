@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -164,4 +166,29 @@ func (l *KeepAliveLoad) Stop() LoadTally {
 	l.cancel()
 	l.wg.Wait()
 	return l.Total()
+}
+
+// ClosedAfter dials addr, sends what, then reads (discarding what the
+// server sends) until the server closes the connection, and returns how
+// long that took from the dial. It fails the test if the connection is
+// still open after a minute: it measures a server's bound on connections
+// that hold it (slow headers, a slow body, an idle keep-alive or HTTP/2
+// connection).
+func ClosedAfter(tb testing.TB, addr, what string) time.Duration {
+	tb.Helper()
+	began := time.Now()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, what); err != nil {
+		tb.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(time.Minute)) // bounds a hang only
+	_, err = io.Copy(io.Discard, c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		tb.Fatalf("%s still open after a minute", addr)
+	}
+	return time.Since(began)
 }
