@@ -298,13 +298,31 @@ func (s *stores) For(rule config.Rule) floodgate.Limiter {
 	return s.byMode[mode]
 }
 
-// ready is false while Redis is down for limits that fail closed.
+// ready is false while Redis is down for limits that fail closed: while a
+// fail_closed breaker is open (decisions deny without asking Redis) and
+// while it is half-open (one probe is out; every other decision still
+// denies). Only a probe that succeeds closes a breaker, so readiness comes
+// back with the store instead of flapping with each probe. The cluster
+// strategies that reach Redis have fail_closed breakers of their own
+// (fleet.wrap), which count the same way.
 func (s *stores) ready() error {
 	if s.memory != nil {
 		return nil
 	}
-	if state := s.byMode[failover.FailClosed].State(); state == failover.Open {
-		return errors.New("the store is unreachable and fail_closed limits deny every request")
+	failClosed := []floodgate.Limiter{s.byMode[failover.FailClosed]}
+	if s.fleet != nil {
+		for _, byMode := range s.fleet.limiters {
+			failClosed = append(failClosed, byMode[failover.FailClosed])
+		}
+	}
+	for _, l := range failClosed {
+		b, ok := l.(*failover.Limiter)
+		if !ok {
+			continue
+		}
+		if st := b.State(); st != failover.Closed {
+			return fmt.Errorf("the store is unreachable (circuit breaker %s) and fail_closed limits deny every request", st)
+		}
 	}
 	return nil
 }
