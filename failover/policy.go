@@ -2,7 +2,6 @@ package failover
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/floodgate-io/floodgate"
 )
@@ -127,11 +126,8 @@ func capacity(l floodgate.Limit) int64 {
 // validate rejects bad input as a store would, so that FailClosed does not
 // turn a caller's bug into a denial that looks like an outage.
 func validate(key string, limit floodgate.Limit, cost int64) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: key is empty", floodgate.ErrInvalidKey)
-	case cost < 0:
-		return fmt.Errorf("%w: cost must not be negative, got %d", floodgate.ErrInvalidCost, cost)
+	if err := floodgate.ValidateRequest(key, cost); err != nil { // the key-size policy included
+		return err
 	}
 	return limit.Validate()
 }
