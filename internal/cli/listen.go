@@ -21,22 +21,30 @@ type listenFlags struct {
 // defaults differ where it streams an upstream's bodies.
 func (f *listenFlags) register(fl *pflag.FlagSet, isProxy bool) {
 	o := &f.opts
-	read, write, writeHelp := listen.DefaultReadTimeout, listen.DefaultWriteTimeout,
-		"the longest from the end of a request's headers to the end of its response (0: off)"
+	h := listenHelp{
+		readHeader: "the longest a client may take to send a request's headers (on gRPC: the connection's HTTP/2 handshake) (0: off)",
+		write:      "the longest from the end of a request's headers to the end of its response (0: off)",
+		idle:       "how long a keep-alive connection (on gRPC: a connection without calls) may wait for its next request (0: off)",
+		delay:      "on SIGTERM: how long /readyz and gRPC health fail while the listeners still serve, with Connection: close on every HTTP response, before they close (0: none)",
+	}
+	read, write := listen.DefaultReadTimeout, listen.DefaultWriteTimeout
 	if isProxy {
 		read, write = listen.DefaultProxyReadTimeout, listen.DefaultProxyWriteTimeout
-		writeHelp += "; off by default so that streamed responses (server-sent events, downloads) are not cut: --upstream-timeout cuts a silent upstream"
+		h = listenHelp{
+			readHeader: "the longest a client may take to send a request's headers (0: off)",
+			write: "the longest from the end of a request's headers to the end of its response (0: off); off by default so that " +
+				"streamed responses (server-sent events, downloads) are not cut: --upstream-timeout cuts a silent upstream",
+			idle:  "how long a keep-alive connection may wait for its next request (0: off)",
+			delay: "on SIGTERM: how long the listener still serves, with Connection: close on every response, before it closes (0: none)",
+		}
 	}
-	durationVar(fl, &o.ReadHeaderTimeout, "read-header-timeout", listen.DefaultReadHeaderTimeout, true,
-		"the longest a client may take to send a request's headers (on gRPC: the connection's HTTP/2 handshake) (0: off)")
+	durationVar(fl, &o.ReadHeaderTimeout, "read-header-timeout", listen.DefaultReadHeaderTimeout, true, h.readHeader)
 	durationVar(fl, &o.ReadTimeout, "read-timeout", read, true, "the longest a client may take to send a whole request, its body included (0: off)")
-	durationVar(fl, &o.WriteTimeout, "write-timeout", write, true, writeHelp)
-	durationVar(fl, &o.IdleTimeout, "idle-timeout", listen.DefaultIdleTimeout, true,
-		"how long a keep-alive connection (on gRPC: a connection without calls) may wait for its next request (0: off)")
+	durationVar(fl, &o.WriteTimeout, "write-timeout", write, true, h.write)
+	durationVar(fl, &o.IdleTimeout, "idle-timeout", listen.DefaultIdleTimeout, true, h.idle)
 	o.MaxHeaderBytes = listen.DefaultMaxHeaderBytes
 	fl.Var(positiveInt{&o.MaxHeaderBytes}, "max-header-bytes", "the largest request line and headers, in bytes")
-	durationVar(fl, &o.ShutdownDelay, "shutdown-delay", listen.DefaultShutdownDelay, true,
-		"on SIGTERM: how long readiness fails while the listeners still serve, with Connection: close on every response, before they close (0: none)")
+	durationVar(fl, &o.ShutdownDelay, "shutdown-delay", listen.DefaultShutdownDelay, true, h.delay)
 	durationVar(fl, &o.ShutdownTimeout, "shutdown-timeout", listen.DefaultShutdownTimeout, true,
 		"on SIGTERM, once the listeners close: how long in-flight requests may finish before they are cut (0: cut at once)")
 	if isProxy {
@@ -44,6 +52,10 @@ func (f *listenFlags) register(fl *pflag.FlagSet, isProxy bool) {
 			"the longest the upstream may stay silent: before its response headers (then 504) and between reads of a body (then the exchange is cut)")
 	}
 }
+
+// listenHelp is the help of the flags whose meaning differs between
+// serve (HTTP and gRPC, with readiness) and proxy (HTTP only).
+type listenHelp struct{ readHeader, write, idle, delay string }
 
 // options are the listeners' options; the flags were checked as they were set.
 func (f *listenFlags) options() *listen.Options {

@@ -3,7 +3,9 @@ package listen_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +71,49 @@ func TestDrainLosesNoKeepAliveRequest(t *testing.T) {
 	t.Logf("keep-alive load through the drain: %v", total)
 	if total.Failed != 0 {
 		t.Fatalf("%v; want none failed on a reused connection: %q", total, total.Errors)
+	}
+}
+
+// A request still running when ShutdownTimeout has passed is cut and
+// logged, and Serve still returns nil: a stuck handler does not turn a
+// shutdown into a failure exit.
+func TestDrainCutsWhatOutlivesTheShutdownTimeout(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	stuck := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+	})
+	opts := listen.Defaults()
+	opts.ShutdownTimeout = 100 * time.Millisecond
+	var logs testkit.SyncBuffer
+	d := listen.NewDrain(opts, slog.New(slog.NewTextHandler(&logs, nil)))
+	ln := testkit.Loopback(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx, listen.HTTP(d.HTTPServer(stuck), ln)) }()
+
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	<-entered
+	began := time.Now()
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v, want nil", err)
+	}
+	if took := time.Since(began); took < opts.ShutdownTimeout {
+		t.Fatalf("Serve returned %v after the cancel, before the shutdown timeout %v", took, opts.ShutdownTimeout)
+	}
+	if err := <-answered; err == nil {
+		t.Fatal("the stuck request was answered; want its connection cut")
+	}
+	if !strings.Contains(logs.String(), "still running after the shutdown timeout") {
+		t.Fatalf("no log of the cut request: %q", logs.String())
 	}
 }

@@ -17,13 +17,13 @@ import (
 // The defaults of Options, which are also the defaults of the commands'
 // flags. The proxy's differ where it streams an upstream's bodies.
 const (
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultReadTimeout       = 30 * time.Second
-	DefaultProxyReadTimeout  = 60 * time.Second // a body forwarded upstream as it arrives
-	DefaultWriteTimeout      = 30 * time.Second
-	DefaultProxyWriteTimeout = 0 // off: streamed responses (server-sent events, downloads) are not cut
-	DefaultIdleTimeout       = 60 * time.Second
-	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultReadHeaderTimeout               = 10 * time.Second
+	DefaultReadTimeout                     = 30 * time.Second
+	DefaultProxyReadTimeout                = 60 * time.Second // a body forwarded upstream as it arrives
+	DefaultWriteTimeout                    = 30 * time.Second
+	DefaultProxyWriteTimeout time.Duration = 0 // off: streamed responses (server-sent events, downloads) are not cut
+	DefaultIdleTimeout                     = 60 * time.Second
+	DefaultMaxHeaderBytes                  = 64 << 10
 	// DefaultShutdownDelay is the commands' grace period: long enough for
 	// a load balancer to see readiness fail and for keep-alive clients to
 	// get one Connection: close each.
