@@ -73,6 +73,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 	"github.com/floodgate-io/floodgate/internal/headers"
 	"github.com/floodgate-io/floodgate/internal/problem"
 )
@@ -140,17 +141,9 @@ func parseCount(field string, vs []string) (int64, error) {
 	v := strings.TrimSpace(vs[0])
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 || v[0] == '+' {
-		return 0, fmt.Errorf("%s must be a non-negative integer, got %q", field, clip(vs[0]))
+		return 0, fmt.Errorf("%s must be a non-negative integer, got %s", field, excerpt.Quote(vs[0]))
 	}
 	return n, nil
-}
-
-// clip shortens a client's value before it is echoed in an error.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }
 
 // Missing says what to do with a request that has no value for a rule's key.

@@ -354,6 +354,9 @@ func TestReconcileKeepsTheEstimateWithoutAUsableAmount(t *testing.T) {
 		{"malformed header", ActualFromHeader("X-Tokens-Used"), func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("X-Tokens-Used", "12 tokens")
 		}, `response header X-Tokens-Used must be a non-negative integer, got "12 tokens"`},
+		{"megabyte header quoted as an excerpt", ActualFromHeader("X-Tokens-Used"), func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("X-Tokens-Used", strings.Repeat("9", 1<<20)+"x")
+		}, `got "` + strings.Repeat("9", 32) + `…" (1048577 bytes)`},
 		{"header given twice", ActualFromHeader("X-Tokens-Used"), func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Add("X-Tokens-Used", "1")
 			w.Header().Add("X-Tokens-Used", "2")

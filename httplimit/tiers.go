@@ -5,8 +5,9 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 )
 
 // Tiers gives each plan (free, pro, enterprise) its own rules, as the
@@ -68,7 +69,7 @@ func (t *planTable) pick(r *http.Request) ([]rule, int, string) {
 		if ok {
 			return rules, 0, ""
 		}
-		status, detail = http.StatusForbidden, "unknown plan "+strconv.Quote(clip(plan))
+		status, detail = http.StatusForbidden, "unknown plan "+excerpt.Quote(plan)
 	}
 	if t.fallback != "" {
 		return t.plans[t.fallback], 0, ""
@@ -123,7 +124,7 @@ func compileTiers(tiers *Tiers, base []rule, names map[string]string) (*planTabl
 // that separate the parts of a key.
 func checkPlanName(name string) error {
 	if name == "" || len(name) > maxPlanName {
-		return fmt.Errorf("%w: Tiers: plan name %q must have 1 to %d characters", ErrInvalidOptions, clip(name), maxPlanName)
+		return fmt.Errorf("%w: Tiers: plan name %s must have 1 to %d characters", ErrInvalidOptions, excerpt.Quote(name), maxPlanName)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
@@ -218,7 +219,7 @@ func checkFieldName(option, name string) error {
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return fmt.Errorf("%w: Tiers: %s %q is not a valid header name", ErrInvalidOptions, option, clip(name))
+			return fmt.Errorf("%w: Tiers: %s %s is not a valid header name", ErrInvalidOptions, option, excerpt.Quote(name))
 		}
 	}
 	return nil
