@@ -40,6 +40,7 @@ func TestListenFlagsRefuseBadValues(t *testing.T) {
 		{args: []string{"proxy", "--upstream", "http://127.0.0.1:1", "--limit", "1/s", "--upstream-timeout", "0s"}, want: "--upstream-timeout"},
 		{args: []string{"proxy", "--upstream", "http://127.0.0.1:1", "--limit", "1/s", "--shutdown-timeout", "-5s"}, want: "--shutdown-timeout"},
 		{args: []string{"serve"}, env: "FLOODGATE_WRITE_TIMEOUT=-1s", want: "FLOODGATE_WRITE_TIMEOUT"},
+		{args: []string{"proxy", "--upstream", "http://127.0.0.1:1", "--limit", "1/s"}, env: "FLOODGATE_SEND_TIMEOUT=-1s", want: "FLOODGATE_SEND_TIMEOUT"},
 	} {
 		t.Run(strings.Join(tc.args, " ")+" "+tc.env, func(t *testing.T) {
 			if name, value, ok := strings.Cut(tc.env, "="); ok {

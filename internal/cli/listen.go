@@ -33,7 +33,8 @@ func (f *listenFlags) register(fl *pflag.FlagSet, isProxy bool) {
 		h = listenHelp{
 			readHeader: "the longest a client may take to send a request's headers (0: off)",
 			write: "the longest from the end of a request's headers to the end of its response (0: off); off by default so that " +
-				"streamed responses (server-sent events, downloads) are not cut: --upstream-timeout cuts a silent upstream",
+				"streamed responses (server-sent events, downloads) are not cut: --upstream-timeout cuts a silent upstream " +
+				"and --send-timeout a client that stops reading",
 			idle:  "how long a keep-alive connection may wait for its next request (0: off)",
 			delay: "on SIGTERM: how long the listener still serves, with Connection: close on every response, before it closes (0: none)",
 		}
@@ -42,6 +43,10 @@ func (f *listenFlags) register(fl *pflag.FlagSet, isProxy bool) {
 	durationVar(fl, &o.ReadTimeout, "read-timeout", read, true, "the longest a client may take to send a whole request, its body included (0: off)")
 	durationVar(fl, &o.WriteTimeout, "write-timeout", write, true, h.write)
 	durationVar(fl, &o.IdleTimeout, "idle-timeout", listen.DefaultIdleTimeout, true, h.idle)
+	if isProxy {
+		durationVar(fl, &o.SendTimeout, "send-timeout", listen.DefaultProxySendTimeout, true,
+			"the longest a client may take nothing of a response before it is cut, however long the response runs (0: off)")
+	}
 	o.MaxHeaderBytes = listen.DefaultMaxHeaderBytes
 	fl.Var(positiveInt{&o.MaxHeaderBytes}, "max-header-bytes", "the largest request line and headers, in bytes")
 	durationVar(fl, &o.ShutdownDelay, "shutdown-delay", listen.DefaultShutdownDelay, true, h.delay)

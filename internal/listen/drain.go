@@ -66,15 +66,46 @@ func (d *Drain) begin() {
 }
 
 // Handler wraps h so that its responses carry Connection: close once the
-// drain has begun; net/http then closes the connection after the response.
+// drain has begun (net/http then closes the connection after the
+// response), and each of its writes is bounded by SendTimeout.
 func (d *Drain) Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.draining.Load() {
 			w.Header().Set("Connection", "close")
 		}
+		if d.opts.SendTimeout > 0 {
+			sw := &sendDeadline{ResponseWriter: w, rc: http.NewResponseController(w), d: d.opts.SendTimeout}
+			sw.extend()       // a stale deadline of the connection's last request must not cut a 100-continue
+			defer sw.extend() // the final flush, after h returns
+			w = sw
+		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+// sendDeadline moves the connection's write deadline SendTimeout ahead of
+// each write, so that a slow but steady reader is served and a stalled one
+// is cut.
+type sendDeadline struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (s *sendDeadline) extend() { _ = s.rc.SetWriteDeadline(time.Now().Add(s.d)) }
+
+func (s *sendDeadline) WriteHeader(code int) {
+	s.extend()
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *sendDeadline) Write(p []byte) (int, error) {
+	s.extend()
+	return s.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach Flush, Hijack and the rest.
+func (s *sendDeadline) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // HTTPServer returns a server of h (wrapped by Handler) with the drain's
 // bounds, logging connection errors to its logger.

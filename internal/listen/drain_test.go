@@ -2,8 +2,10 @@ package listen_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -115,5 +117,49 @@ func TestDrainCutsWhatOutlivesTheShutdownTimeout(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "still running after the shutdown timeout") {
 		t.Fatalf("no log of the cut request: %q", logs.String())
+	}
+}
+
+// A client that stops reading a response is cut once a write has waited
+// SendTimeout, however long the response was meant to run; without the
+// bound the handler would wait on it for ever.
+func TestSendTimeoutCutsAClientThatStopsReading(t *testing.T) {
+	opts := listen.Defaults()
+	opts.WriteTimeout = 0 // a stream: no bound on the whole response
+	opts.SendTimeout = 200 * time.Millisecond
+	ended := make(chan error, 1)
+	endless := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				ended <- err
+				return
+			}
+		}
+	})
+	d := listen.NewDrain(opts, nil)
+	ln := testkit.Loopback(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx, listen.HTTP(d.HTTPServer(endless), ln)) }()
+	defer func() { cancel(); <-served }()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing; the socket buffers fill, then a write waits.
+	select {
+	case err := <-ended:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("the handler's write failed with %v, want a timeout", err)
+		}
+	case <-time.After(timing.Patience):
+		t.Fatalf("the handler still writes %v after its client stopped reading", timing.Patience)
 	}
 }

@@ -17,13 +17,20 @@ import (
 // The defaults of Options, which are also the defaults of the commands'
 // flags. The proxy's differ where it streams an upstream's bodies.
 const (
-	DefaultReadHeaderTimeout               = 10 * time.Second
-	DefaultReadTimeout                     = 30 * time.Second
-	DefaultProxyReadTimeout                = 60 * time.Second // a body forwarded upstream as it arrives
-	DefaultWriteTimeout                    = 30 * time.Second
-	DefaultProxyWriteTimeout time.Duration = 0 // off: streamed responses (server-sent events, downloads) are not cut
-	DefaultIdleTimeout                     = 60 * time.Second
-	DefaultMaxHeaderBytes                  = 64 << 10
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultProxyReadTimeout  = 60 * time.Second // a body forwarded upstream as it arrives
+	DefaultWriteTimeout      = 30 * time.Second
+	// DefaultProxyWriteTimeout is off: a bound on the whole response would
+	// cut streamed responses (server-sent events, downloads). The proxy
+	// bounds a silent upstream (--upstream-timeout) and a client that stops
+	// reading (DefaultProxySendTimeout) instead.
+	DefaultProxyWriteTimeout = time.Duration(0)
+	// DefaultProxySendTimeout is the proxy's SendTimeout, as nginx's
+	// send_timeout; serve's whole-response WriteTimeout bounds it already.
+	DefaultProxySendTimeout = 60 * time.Second
+	DefaultIdleTimeout      = 60 * time.Second
+	DefaultMaxHeaderBytes   = 64 << 10
 	// DefaultShutdownDelay is the commands' grace period: long enough for
 	// a load balancer to see readiness fail and for keep-alive clients to
 	// get one Connection: close each.
@@ -55,6 +62,11 @@ type Options struct {
 	// WriteTimeout bounds the time from the end of a request's headers to
 	// the end of its response.
 	WriteTimeout time.Duration
+	// SendTimeout bounds each write of a response: a client that takes
+	// nothing of the response for this long is cut, however long the
+	// response runs. It bounds a client that stops reading where a whole
+	// response cannot be bounded (a proxy's streams). 0: off.
+	SendTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection that waits this long for
 	// its next request; on gRPC a connection without calls
 	// (keepalive MaxConnectionIdle, a GOAWAY the client follows).
