@@ -243,7 +243,12 @@ func (s *grpcServer) shutdown(ctx context.Context) error {
 	case <-s.stopped:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		select {
+		case <-s.stopped: // both at once: it did stop
+			return nil
+		default:
+			return ctx.Err()
+		}
 	}
 }
 
