@@ -126,6 +126,17 @@ type Config struct {
 	Clock floodgate.Clock
 	// Logger receives the breaker's state changes; nil is slog.Default().
 	Logger *slog.Logger
+	// Ping asks the store whether it answers, deciding nothing, for Probe.
+	// nil: the store's own Ping method when it has one (a Pinger, such as
+	// redisstore.Limiter). Set it when the store is a strategy over Redis
+	// that has none: Redis's Ping then speaks for it.
+	Ping func(context.Context) error
+}
+
+// Pinger is a store that can tell whether it answers without deciding
+// anything.
+type Pinger interface {
+	Ping(ctx context.Context) error
 }
 
 // withDefaults validates cfg and fills in its zero values.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,7 +142,7 @@ func TestNewValidates(t *testing.T) {
 		defer l.Close()
 		want := Config{Mode: FailLocal, Timeout: DefaultTimeout, Nodes: 1,
 			FailureThreshold: DefaultFailureThreshold, CoolDown: DefaultCoolDown}
-		if l.cfg != want {
+		if !reflect.DeepEqual(l.cfg, want) {
 			t.Fatalf("config = %+v, want %+v", l.cfg, want)
 		}
 	})

@@ -290,3 +290,15 @@ func decision(v []int64) (floodgate.Decision, int64, error) {
 		Delay:      time.Duration(v[5]) * time.Microsecond,
 	}, v[6], nil
 }
+
+// Ping asks Redis for its PONG within the store's timeout: a health check
+// that decides nothing and stores nothing (failover.Limiter.Probe, for
+// readiness). Its error wraps floodgate.ErrStoreUnavailable.
+func (l *Limiter) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	if err := l.client.Do(ctx, l.client.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("%w: ping: %w", floodgate.ErrStoreUnavailable, err)
+	}
+	return nil
+}

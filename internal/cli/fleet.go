@@ -257,20 +257,24 @@ func (fl *fleet) open(ctx context.Context, k strategyKey, f fleetFlags, rs *redi
 			return fmt.Errorf("strategy %s: %w", s, err)
 		}
 	}
-	return fl.wrap(k, l, rs != nil, storeTimeout, f.maxKeys, log)
+	var ping func(context.Context) error
+	if rs != nil {
+		ping = rs.Ping // the strategy's health is its Redis's, for readiness probes
+	}
+	return fl.wrap(k, l, ping, storeTimeout, f.maxKeys, log)
 }
 
 // wrap puts the strategies that reach Redis behind one failure policy per
 // mode, as the exact store is; the others have no store to lose.
-func (fl *fleet) wrap(k strategyKey, l floodgate.Limiter, shared bool, timeout time.Duration, maxKeys int, log *slog.Logger) error {
+func (fl *fleet) wrap(k strategyKey, l floodgate.Limiter, ping func(context.Context) error, timeout time.Duration, maxKeys int, log *slog.Logger) error {
 	byMode := map[failover.Mode]floodgate.Limiter{}
 	fl.limiters[k] = byMode
-	if !shared || k.name == config.StrategyLocal || k.name == config.StrategyGossip {
+	if ping == nil || k.name == config.StrategyLocal || k.name == config.StrategyGossip {
 		byMode[""] = l
 		return nil
 	}
 	for _, mode := range failover.Modes() {
-		w, err := failover.New(l, failover.Config{Mode: mode, Timeout: timeout, Fleet: fl.members, MaxLocalKeys: maxKeys, Logger: log})
+		w, err := failover.New(l, failover.Config{Mode: mode, Timeout: timeout, Fleet: fl.members, MaxLocalKeys: maxKeys, Logger: log, Ping: ping})
 		if err != nil {
 			return err
 		}

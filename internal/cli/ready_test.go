@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,7 +165,8 @@ func TestServeReadinessWhileRedisHangs(t *testing.T) {
 			}
 		}
 	}()
-	defer func() { close(stop); <-stopped }()
+	stopLoad := sync.OnceFunc(func() { close(stop); <-stopped })
+	defer stopLoad()
 
 	redis.Pause(t)
 	waitFor(t, func() bool { h, _ := ready(); return !h }, "/readyz to report the hung Redis")
@@ -178,7 +180,10 @@ func TestServeReadinessWhileRedisHangs(t *testing.T) {
 				polls, time.Since(start).Round(time.Millisecond), h, g)
 		}
 	}
+	// No traffic from here on: an unready node gets none, so the readiness
+	// checks themselves must find out that Redis is back.
+	stopLoad()
 	redis.Resume(t)
-	waitFor(t, func() bool { h, g := ready(); return h && g }, "readiness after Redis resumed")
+	waitFor(t, func() bool { h, g := ready(); return h && g }, "readiness after Redis resumed, with no traffic")
 	t.Logf("not ready in all %d polls over %v of the outage", polls, watched)
 }

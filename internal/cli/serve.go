@@ -320,6 +320,11 @@ func (s *stores) ready() error {
 		if !ok {
 			continue
 		}
+		// A decision would probe the store, but an unready node gets none:
+		// the readiness check sends the probe itself.
+		if b.Probe(context.Background()) == nil {
+			continue
+		}
 		if st := b.State(); st != failover.Closed {
 			return fmt.Errorf("the store is unreachable (circuit breaker %s) and fail_closed limits deny every request", st)
 		}
