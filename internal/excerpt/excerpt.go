@@ -20,9 +20,29 @@ func Quote(s string) string {
 	if len(s) <= Bytes {
 		return strconv.Quote(s)
 	}
-	cut := Bytes
-	for cut > Bytes-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
+	return strconv.Quote(prefix(s, Bytes)+"…") + " (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// MessageBytes is the most of an error message Message keeps.
+const MessageBytes = 512
+
+// Message bounds an error message that goes back to a client: s itself
+// when it is at most MessageBytes long, else its first MessageBytes bytes,
+// "…" and the full length. It is the last guard for messages built by
+// code that quotes its input whole (JSON and protobuf decoders naming an
+// unknown field or a bad token); messages of our own quote with Quote.
+func Message(s string) string {
+	if len(s) <= MessageBytes {
+		return s
+	}
+	return prefix(s, MessageBytes) + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// prefix is s cut to at most n bytes, back to a whole UTF-8 character.
+func prefix(s string, n int) string {
+	cut := n
+	for cut > n-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return strconv.Quote(s[:cut]+"…") + " (" + strconv.Itoa(len(s)) + " bytes)"
+	return s[:cut]
 }

@@ -43,3 +43,16 @@ func TestQuoteBounded(t *testing.T) {
 		}
 	})
 }
+
+func TestMessage(t *testing.T) {
+	short := strings.Repeat("m", excerpt.MessageBytes)
+	if got := excerpt.Message(short); got != short {
+		t.Fatalf("a message at the bound was changed: %q", got)
+	}
+	long := "unknown field " + strings.Repeat("é", 1<<20)
+	got := excerpt.Message(long)
+	if !utf8.ValidString(got) || len(got) > excerpt.MessageBytes+32 ||
+		!strings.HasPrefix(got, "unknown field é") || !strings.HasSuffix(got, "… (2097166 bytes)") {
+		t.Fatalf("Message of %d bytes = %d bytes %.80q…%q", len(long), len(got), got, got[max(0, len(got)-24):])
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 )
 
 // The problem type of draft-ietf-httpapi-ratelimit-headers-10 for a
@@ -33,7 +35,7 @@ func QuotaExceeded(violated []string) Details {
 // Generic is a problem of type about:blank whose title is the status's
 // text and whose detail tells the client what went wrong.
 func Generic(status int, detail string) Details {
-	return Details{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail}
+	return Details{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: excerpt.Message(detail)}
 }
 
 // Marshal is the body, newline-terminated.

@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 	"github.com/floodgate-io/floodgate/internal/metrics"
 )
 
@@ -108,9 +109,9 @@ type failure struct {
 func classify(err error) failure {
 	switch {
 	case isBadInput(err):
-		return failure{http.StatusBadRequest, codes.InvalidArgument, err.Error(), false}
+		return failure{http.StatusBadRequest, codes.InvalidArgument, excerpt.Message(err.Error()), false}
 	case errors.Is(err, engine.ErrUnsupported):
-		return failure{http.StatusNotImplemented, codes.Unimplemented, err.Error(), false}
+		return failure{http.StatusNotImplemented, codes.Unimplemented, excerpt.Message(err.Error()), false}
 	case errors.Is(err, floodgate.ErrStoreUnavailable):
 		return failure{http.StatusServiceUnavailable, codes.Unavailable, "store unavailable", true}
 	case errors.Is(err, context.DeadlineExceeded):

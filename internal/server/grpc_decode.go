@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,7 +51,7 @@ func (h *rlsHandler) handle(_ any, ctx context.Context, dec func(any) error, int
 		return nil, err
 	}
 	if in.err != nil {
-		return nil, status.Error(codes.InvalidArgument, in.err.Error())
+		return nil, status.Error(codes.InvalidArgument, excerpt.Message(in.err.Error()))
 	}
 	if interceptor == nil {
 		return h.srv.ShouldRateLimit(ctx, &in.req)

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 )
 
 // routes builds the HTTP handler.
@@ -113,7 +115,7 @@ type errorBody struct {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody{Error: msg})
+	writeJSON(w, status, errorBody{Error: excerpt.Message(msg)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 	"github.com/floodgate-io/floodgate/internal/server"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/redisstore"
@@ -112,5 +113,26 @@ func TestKeyPolicyOverGRPC(t *testing.T) {
 	}
 	if resp := h.should(rreq(rdesc("user", atMax))); resp.OverallCode != OK {
 		t.Fatalf("a value of the maximum length: %v", resp)
+	}
+}
+
+// What the JSON decoders say about a body quotes parts of it (an unknown
+// field's name, a token that is not a number); a megabyte there still gets
+// a refusal of a few hundred bytes.
+func TestDecoderErrorsDoNotEchoTheBody(t *testing.T) {
+	h := newHarness(t, setup{opts: func(o *server.Options) { o.MaxBodyBytes = 4 << 20 }})
+	mb := strings.Repeat("v", 1<<20)
+	for _, tc := range []struct{ name, path, body string }{
+		{"unknown field", "/v1/allow", `{"` + mb + `":1}`},
+		{"Envoy JSON unknown field", "/json", `{"` + mb + `":1}`},
+		{"Envoy JSON enum", "/json", `{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}],"limit":{"requests_per_unit":1,"unit":"` + mb + `"}}]}`},
+		{"Envoy JSON number", "/json", `{"domain":"d","hits_addend":` + strings.Repeat("9", 1<<20) + `}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.do("POST", tc.path, tc.body, "Content-Type", "application/json")
+			if most := excerpt.MessageBytes + 64; r.status != 400 || len(r.body) > most {
+				t.Fatalf("%d with a body of %d bytes (%.200s), want 400 with at most %d", r.status, len(r.body), r.body, most)
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/excerpt"
 	"github.com/floodgate-io/floodgate/internal/headers"
 )
 
@@ -37,7 +38,7 @@ func (r rlsService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	ereq, err := fromRLS(req, s.opts.AtomicRLS)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, status.Error(codes.InvalidArgument, excerpt.Message(err.Error()))
 	}
 	resp, err := s.decide(ctx, ereq)
 	if err != nil {
