@@ -58,7 +58,10 @@ func newProxyCmd() *cobra.Command {
 			"Denied requests get 429 with Retry-After, the RateLimit fields and a problem+json body.\n\n" +
 			"With --config the limits are those of a policy file or directory: its routes map requests\n" +
 			"(by host, path prefix and method) onto descriptors and a cost, decided by the same engine\n" +
-			"as `floodgate serve`; the file is reloaded when it changes and on SIGHUP.",
+			"as `floodgate serve`; the file is reloaded when it changes and on SIGHUP.\n\n" +
+			"Every flag can also be set in the environment as FLOODGATE_ and its name in capitals with\n" +
+			"underscores (--upstream-timeout is FLOODGATE_UPSTREAM_TIMEOUT; flags win). Limits, timeouts\n" +
+			"and the drain on SIGTERM are in docs/operations.md.",
 		Example: "  floodgate proxy --upstream http://127.0.0.1:3000 --limit 100/m --by header:X-API-Key\n" +
 			"  floodgate proxy --upstream http://127.0.0.1:3000 --config policy.yaml --redis 127.0.0.1:6379\n" +
 			"  floodgate proxy --upstream http://127.0.0.1:3000 --limit 10/s --burst 20 --by ip --trusted-proxies 127.0.0.1/32",

@@ -58,11 +58,9 @@ func newServeCmd() *cobra.Command {
 		Long: "Serves POST /v1/allow, Envoy's POST /json, /healthz, /readyz, /metrics and /admin over HTTP,\n" +
 			"and envoy.service.ratelimit.v3.RateLimitService over gRPC. Without --config it enforces a\n" +
 			"built-in example policy; without --redis it counts in memory.\n\n" +
-			"Every flag can also be set in the environment: FLOODGATE_CONFIG, FLOODGATE_REDIS, FLOODGATE_HTTP,\n" +
-			"FLOODGATE_GRPC, FLOODGATE_ADMIN_TOKEN, FLOODGATE_FAILURE_MODE, FLOODGATE_STORE_TIMEOUT,\n" +
-			"FLOODGATE_REDIS_PREFIX, FLOODGATE_HEADERS, FLOODGATE_ATOMIC, FLOODGATE_LOG_FORMAT, FLOODGATE_STRATEGY,\n" +
-			"FLOODGATE_NODE_NAME, FLOODGATE_CLUSTER_BIND, FLOODGATE_CLUSTER_JOIN, FLOODGATE_NODES,\n" +
-			"FLOODGATE_SYNC_INTERVAL, FLOODGATE_SAMPLE_ONE_IN (flags win).\n\n" +
+			"Every flag can also be set in the environment as FLOODGATE_ and its name in capitals with\n" +
+			"underscores: --store-timeout is FLOODGATE_STORE_TIMEOUT (flags win). Limits, timeouts and the\n" +
+			"drain on SIGTERM are in docs/operations.md.\n\n" +
 			"Several nodes share their limits by a strategy (--strategy, or strategy: per limit in the policy):\n" +
 			"exact counts every request in Redis; local enforces limit/N per node; leased, synced and sampled\n" +
 			"keep shared state in Redis and decide in memory; gossip needs no Redis, only --cluster-bind.",
@@ -81,7 +79,7 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC listen address")
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token for /admin (empty: the admin API is off)")
 	fl.StringVar(&f.failureMode, "failure-mode", string(failover.FailOpen), "what limits without their own failure_mode do when Redis cannot answer: fail_open, fail_closed or fail_local")
-	fl.DurationVar(&f.storeTimeout, "store-timeout", failover.DefaultTimeout, "the longest a decision waits for Redis")
+	fl.DurationVar(&f.storeTimeout, "store-timeout", failover.DefaultTimeout, "the longest a decision waits for Redis; past it the limit's failure_mode decides (see docs/failover.md)")
 	fl.StringVar(&f.redisPrefix, "redis-prefix", "floodgate:", "prefix of every Redis key")
 	fl.BoolVar(&f.headers, "headers", true, "add RateLimit-Policy and RateLimit to Envoy's response_headers_to_add")
 	fl.BoolVar(&f.atomic, "atomic", false, "decide all descriptors of an Envoy request all or nothing (default: each on its own, as Envoy's service does)")
