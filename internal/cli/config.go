@@ -17,7 +17,8 @@ func newConfigCmd() *cobra.Command {
 		Use:   "check PATH...",
 		Short: "Validate policy files or directories; exit non-zero on any error",
 		Long: "Loads every file (or every *.yaml / *.yml in each directory) as the service would,\n" +
-			"prints each domain with its number of limits, and reports every error with its file and line.",
+			"prints each domain with its number of limits, and reports every error with its file and line.\n" +
+			"Paths that hold no policy file at all (an empty directory) are an error, as they are for serve and proxy.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			set, err := config.LoadFiles(paths...)

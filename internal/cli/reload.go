@@ -102,6 +102,9 @@ func (r *reloader) watched(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	files, err := r.settled(ctx)
+	if ctx.Err() != nil {
+		return err // shutting down: not a failed reload
+	}
 	if err != nil {
 		r.count(false)
 		r.log.Error("config reload failed; keeping the policies in force", "error", err)

@@ -271,6 +271,9 @@ func TestWatchedReloadWaitsForTheFilesToSettle(t *testing.T) {
 		if err := g.r.watched(ctx); !errors.Is(err, context.Canceled) {
 			t.Fatalf("error %v, want context.Canceled", err)
 		}
+		if len(g.counts) != 0 || g.logs.Len() != 0 {
+			t.Errorf("a reload cut short by shutdown counted %v and logged %q: it is no failure", g.counts, g.logs)
+		}
 	})
 }
 
