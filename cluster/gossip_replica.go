@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// gossipErrFull is returned when a new key finds the replica at its cap.
-var gossipErrFull = errors.New("gossip: key capacity reached")
+// errGossipFull is returned when a new key finds the replica at its cap.
+var errGossipFull = errors.New("gossip: key capacity reached")
 
 // gossipWindowID names one limit of one key: the key and the limit's Period
 // in microseconds, since the window's epochs count in Periods.
@@ -63,7 +63,7 @@ func (r *gossipReplica) counter(id gossipWindowID, epoch, now int64) (gossipCoun
 	epochs, ok := r.keys[id]
 	if !ok {
 		if !r.room(now) {
-			return nil, fmt.Errorf("%w: %d keys", gossipErrFull, r.maxKeys)
+			return nil, fmt.Errorf("%w: %d keys", errGossipFull, r.maxKeys)
 		}
 		epochs = map[int64]gossipCounter{}
 		r.keys[id] = epochs

@@ -19,9 +19,9 @@ const (
 	gossipKindState   = 2
 )
 
-// gossipErrWire is wrapped by every decoding error: a peer sent bytes this
+// errGossipWire is wrapped by every decoding error: a peer sent bytes this
 // version cannot read.
-var gossipErrWire = errors.New("gossip: malformed message")
+var errGossipWire = errors.New("gossip: malformed message")
 
 func gossipEncodeSlot(s gossipSlot) []byte {
 	b := make([]byte, 0, 32+len(s.id.key)+len(s.node))
@@ -65,7 +65,7 @@ type gossipReader struct {
 
 func (r *gossipReader) fail(what string) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: bad %s", gossipErrWire, what)
+		r.err = fmt.Errorf("%w: bad %s", errGossipWire, what)
 	}
 	r.b = nil
 }

@@ -47,7 +47,7 @@ func TestTruncateKeepsValuesApart(t *testing.T) {
 		prefix := strings.Repeat("p", rapid.IntRange(0, 3*metrics.MaxLabelBytes).Draw(t, "prefix"))
 		a := prefix + rapid.String().Draw(t, "a")
 		b := prefix + rapid.String().Draw(t, "b")
-		if metrics.Truncate(a) != metrics.Truncate(a) {
+		if first := metrics.Truncate(a); metrics.Truncate(a) != first {
 			t.Fatal("one value, two labels")
 		}
 		if a != b && metrics.Truncate(a) == metrics.Truncate(b) {

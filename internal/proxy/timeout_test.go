@@ -57,7 +57,7 @@ func frontends(t *testing.T, upstream http.HandlerFunc, bound time.Duration) map
 }
 
 // get requests path and reads the whole answer, timing it.
-func get(t *testing.T, url string) (resp *http.Response, body string, readErr error, took time.Duration) {
+func get(t *testing.T, url string) (resp *http.Response, body string, took time.Duration, readErr error) {
 	t.Helper()
 	client := &http.Client{Timeout: timing.Patience}
 	began := time.Now()
@@ -67,7 +67,7 @@ func get(t *testing.T, url string) (resp *http.Response, body string, readErr er
 	}
 	defer resp.Body.Close()
 	b, readErr := io.ReadAll(resp.Body)
-	return resp, string(b), readErr, time.Since(began)
+	return resp, string(b), time.Since(began), readErr
 }
 
 // An upstream that stays silent before its headers gets the client a
@@ -76,7 +76,7 @@ func TestUpstreamSilentBeforeHeadersIs504(t *testing.T) {
 	const bound = 200 * time.Millisecond
 	for mode, url := range frontends(t, silentBeforeHeaders, bound) {
 		t.Run(mode, func(t *testing.T) {
-			resp, body, err, took := get(t, url)
+			resp, body, took, err := get(t, url)
 			if err != nil || resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("Content-Type") != "application/problem+json" {
 				t.Fatalf("%d %q %q (read: %v), want 504 problem+json", resp.StatusCode, resp.Header.Get("Content-Type"), body, err)
 			}
@@ -97,7 +97,7 @@ func TestUpstreamSilentMidBodyIsCut(t *testing.T) {
 	const bound = 200 * time.Millisecond
 	for mode, url := range frontends(t, silentMidBody, bound) {
 		t.Run(mode, func(t *testing.T) {
-			resp, body, err, took := get(t, url)
+			resp, body, took, err := get(t, url)
 			if resp.StatusCode != http.StatusOK || body != "partial " || err == nil {
 				t.Fatalf("%d %q (read: %v), want 200 \"partial \" and a read error", resp.StatusCode, body, err)
 			}
@@ -117,7 +117,7 @@ func TestUpstreamSteadyStreamIsNotCut(t *testing.T) {
 	for mode, url := range frontends(t, steadyStream(chunks, gap), bound) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			resp, body, err, took := get(t, url)
+			resp, body, took, err := get(t, url)
 			if err != nil || resp.StatusCode != http.StatusOK || body != strings.Repeat("tick\n", chunks) {
 				t.Fatalf("%d %q (read: %v), want 200 and %d ticks", resp.StatusCode, body, err, chunks)
 			}
