@@ -33,8 +33,8 @@ type Leased struct {
 	flights flightGroup
 }
 
-// NewLeased returns the leased strategy (ローカル割当＋定期同期 done so that
-// it never overshoots). It serves fixed_window limits only: a limit's
+// NewLeased returns the leased strategy: local allotments renewed by a
+// periodic sync, done so that it never overshoots. It serves fixed_window limits only: a limit's
 // budget is its Rate per window of its Period, and other algorithms are
 // refused with an error wrapping floodgate.ErrInvalidLimit.
 //

@@ -63,9 +63,9 @@ var _ floodgate.Limiter = (*Local)(nil)
 // Undershoot: a node cannot lend its unused share. With aᵢ arrivals on
 // node i in a window and share sᵢ the fleet denies Σᵢ max(0, aᵢ − sᵢ) units
 // even when Σᵢ aᵢ ≤ R; it grows with the skew and is at most R − ⌊R/N⌋
-// (all traffic on one node). The spec's example: R = 1000, N = 10, node A
-// receiving 150 while the others receive 20 each: A denies 50 while the
-// fleet used 280 of 1000.
+// (all traffic on one node). For example, with R = 1000 and N = 10, a node
+// receiving 150 while the nine others receive 20 each denies 50 while the
+// fleet has used 280 of 1000.
 //
 // Time and skew. There is no sync interval T, and neither the arrival rate
 // nor the network delay enters the overshoot: no node waits for or hears
