@@ -26,8 +26,8 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/sim/bounds"
 	"github.com/floodgate-io/floodgate/internal/testkit"
-	"github.com/floodgate-io/floodgate/sim/bounds"
 )
 
 // The fleet under test. Small enough for two cores: 3 nodes at 200

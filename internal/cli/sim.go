@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/sim"
+	"github.com/floodgate-io/floodgate/internal/sim"
 )
 
 // simFlags are the flags of floodgate sim. The list flags make a sweep:

@@ -13,8 +13,8 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/internal/experiments"
-	"github.com/floodgate-io/floodgate/sim"
-	"github.com/floodgate-io/floodgate/sim/bounds"
+	"github.com/floodgate-io/floodgate/internal/sim"
+	"github.com/floodgate-io/floodgate/internal/sim/bounds"
 )
 
 // simPlotFlags are the flags of floodgate sim plots.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate-io/floodgate/sim/bounds"
+	"github.com/floodgate-io/floodgate/internal/sim/bounds"
 )
 
 // runSimTune runs `sim tune args` with confirm and returns its output.

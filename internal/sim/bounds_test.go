@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-io/floodgate/sim"
-	"github.com/floodgate-io/floodgate/sim/bounds"
+	"github.com/floodgate-io/floodgate/internal/sim"
+	"github.com/floodgate-io/floodgate/internal/sim/bounds"
 )
 
 // poissonRate is a rate λ' such that a Poisson stream of rate λ puts at

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/sim"
+	"github.com/floodgate-io/floodgate/internal/sim"
 )
 
 // TestBadConfigNamesTheProblem: every mistake is an error wrapping

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-io/floodgate/sim"
+	"github.com/floodgate-io/floodgate/internal/sim"
 )
 
 // render is every output format of a result, concatenated.

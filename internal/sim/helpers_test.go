@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/sim"
+	"github.com/floodgate-io/floodgate/internal/sim"
 )
 
 // small is a fast fleet: 100 units per 100ms window shared by 4 nodes,
