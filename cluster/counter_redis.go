@@ -13,7 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/redisstore"
+	"github.com/floodgate-io/floodgate/internal/rediserr"
 )
 
 //go:embed lua/counter_add.lua
@@ -172,5 +172,5 @@ func counterNoScript(results []rueidis.RedisResult) []int {
 // up is the caller's error; Redis answering with an error is a defect
 // reported as is; no answer in time is the store being unavailable.
 func (r *RedisCounter) storeError(ctx context.Context, key string, err error) error {
-	return redisstore.StoreError(ctx, fmt.Sprintf("cluster: redis counter: key %q", key), err)
+	return rediserr.Classify(ctx, fmt.Sprintf("cluster: redis counter: key %q", key), err)
 }

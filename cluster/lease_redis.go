@@ -11,7 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/redisstore"
+	"github.com/floodgate-io/floodgate/internal/rediserr"
 )
 
 //go:embed lua/lease_renew.lua
@@ -132,5 +132,5 @@ func (c *RedisCoordinator) args(r LeaseRequest) []string {
 // error, Redis answering with an error is a defect reported as is, and no
 // answer in time is the store being unavailable.
 func (c *RedisCoordinator) storeError(ctx context.Context, key string, err error) error {
-	return redisstore.StoreError(ctx, fmt.Sprintf("cluster: renewing lease on %q", key), err)
+	return rediserr.Classify(ctx, fmt.Sprintf("cluster: renewing lease on %q", key), err)
 }

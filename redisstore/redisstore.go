@@ -40,6 +40,7 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/internal/algo"
 	"github.com/floodgate-io/floodgate/internal/memo"
+	"github.com/floodgate-io/floodgate/internal/rediserr"
 )
 
 // Config configures a Limiter.
@@ -251,28 +252,7 @@ func (l *Limiter) args(c *compiled, cost int64) []string {
 // error; Redis answering with an error is a defect to report as is; no
 // answer in time is the store being unavailable.
 func (l *Limiter) storeError(ctx context.Context, key string, err error) error {
-	return StoreError(ctx, fmt.Sprintf("redisstore: key %q", key), err)
-}
-
-// StoreError classifies the error of a call to Redis made on ctx, for
-// every part of Floodgate that keeps state there: the caller giving up
-// (ctx done) is the caller's error, unless ctx ended with a cause that
-// wraps floodgate.ErrStoreUnavailable (the store's own timeout), which is
-// returned; Redis answering with an error is a defect, reported as is; no
-// answer in time is the store being unavailable, and wraps
-// floodgate.ErrStoreUnavailable. what names the call at the start of the
-// message.
-func StoreError(ctx context.Context, what string, err error) error {
-	if ctx.Err() != nil {
-		if cause := context.Cause(ctx); errors.Is(cause, floodgate.ErrStoreUnavailable) {
-			return fmt.Errorf("%s: %w", what, cause)
-		}
-		return fmt.Errorf("%s: %w", what, ctx.Err())
-	}
-	if _, ok := rueidis.IsRedisErr(err); ok {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return fmt.Errorf("%s: %w: %w", what, floodgate.ErrStoreUnavailable, err)
+	return rediserr.Classify(ctx, fmt.Sprintf("redisstore: key %q", key), err)
 }
 
 // decision reads a script's reply: allowed, limit, remaining, retry_after,

@@ -5,6 +5,10 @@ import (
 	"github.com/floodgate-io/floodgate/internal/algo"
 )
 
+// ScriptSource and ScriptArgs serve the benchmark that loads a script into
+// redis-benchmark (bench_test.go): test-only, so they are no part of the
+// package's API.
+
 // ScriptSource returns the Lua source of the script that decides requests
 // for an algorithm ("" for an unknown one): to inspect it, or to load it
 // into a tool such as redis-benchmark.
