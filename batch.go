@@ -77,29 +77,26 @@ func (m *Memory) AllowAll(_ context.Context, reqs []Request) ([]Decision, error)
 		compiled[i] = cl
 	}
 	now := m.now()
-	hashes := make([]uint64, len(reqs))
-	index := make([]int, len(reqs))
-	shards := make([]*shard, len(reqs))
+	ks := make([]batchKey, len(reqs))
 	for i, rq := range reqs {
-		hashes[i] = m.hash(rq.Key)
-		index[i] = int(hashes[i] & m.mask)
-		shards[i] = &m.shards[index[i]]
+		h := m.hash(rq.Key)
+		ks[i] = batchKey{h: h, shard: int(h & m.mask)}
 	}
-	locked := m.lockAll(index)
+	locked := m.lockAll(ks)
 	defer m.unlockAll(locked)
 
 	out := make([]Decision, len(reqs))
 	undo := make([]undoRecord, 0, len(reqs))
 	failed := -1
 	for i, rq := range reqs {
-		sh := shards[i]
-		j, added := sh.lookup(hashes[i], rq.Key, compiled[i], now)
-		s := sh.t.at(j)
+		sh, w := &m.shards[ks[i].shard], ks[i].w
+		j, added := sh.lookup(w, ks[i].h, rq.Key, compiled[i], now)
+		ref := w.Slot(j)
+		e := ref.Value()
 		var r algo.Result
-		s.mu.Lock()
-		undo = append(undo, undoRecord{sh: sh, hash: hashes[i], key: rq.Key, state: s.state, cost: rq.Cost, added: added})
-		s.apply(sh.t.logOf(j), now, rq.Cost, true, &r)
-		s.mu.Unlock()
+		undo = append(undo, undoRecord{w: w, hash: ks[i].h, key: rq.Key, state: e.state, cost: rq.Cost, added: added})
+		e.apply(ref.Cold(), now, rq.Cost, true, &r)
+		ref.Unlock()
 		fill(&out[i], &r)
 		if !r.Allowed {
 			undo[i].cost, failed = 0, i // nothing to take back
@@ -113,7 +110,7 @@ func (m *Memory) AllowAll(_ context.Context, reqs []Request) ([]Decision, error)
 	sequential := out[failed]
 	rollback(undo)
 	for i, rq := range reqs {
-		shards[i].deniedInBatch(hashes[i], rq.Key, compiled[i], now, rq.Cost, &out[i])
+		deniedInBatch(ks[i].w, ks[i].h, rq.Key, compiled[i], now, rq.Cost, &out[i])
 	}
 	if out[failed].RetryAfter == 0 { // the same key twice: it denies only after the others
 		out[failed].RetryAfter = sequential.RetryAfter
@@ -124,20 +121,20 @@ func (m *Memory) AllowAll(_ context.Context, reqs []Request) ([]Decision, error)
 // deniedInBatch describes one limit of a denied batch: nothing was consumed,
 // Remaining and ResetAfter are the key's as it stands, and RetryAfter is the
 // limit's own wait for this cost (0 when it alone would admit it now).
-func (sh *shard) deniedInBatch(h uint64, key string, cl *compiledLimit, now, cost int64, d *Decision) {
-	i := sh.t.find(h, key)
+func deniedInBatch(w *lockedKeys, h uint64, key string, cl *compiledLimit, now, cost int64, d *Decision) {
+	i := w.Find(h, key)
 	if i < 0 {
 		fresh, log := entry{}, (*algo.Log)(nil)
 		fresh.configure(cl, &log)
 		fresh.describeDenied(&log, now, cost, d)
 		return
 	}
-	s, log := sh.t.at(i), sh.t.logOf(i)
-	s.mu.Lock()
-	s.configure(cl, log)
-	s.describeDenied(log, now, cost, d)
-	s.mu.Unlock()
-	sh.t.touch(i)
+	ref := w.Slot(i)
+	e := ref.Value()
+	e.configure(cl, ref.Cold())
+	e.describeDenied(ref.Cold(), now, cost, d)
+	ref.Unlock()
+	w.Touch(i)
 }
 
 func (e *entry) describeDenied(log **algo.Log, now, cost int64, d *Decision) {
@@ -150,32 +147,57 @@ func (e *entry) describeDenied(log **algo.Log, now, cost int64, d *Decision) {
 	}
 }
 
-// lockAll locks each distinct shard once, in index order, and returns the
-// indexes it locked. The shards are marked as batching so that decisions
-// which find their key without the lock take it: a decision that had
-// already found its slot finishes before the batch can hold that slot.
-func (m *Memory) lockAll(index []int) []int {
-	locked := slices.Clone(index)
-	slices.Sort(locked)
-	locked = slices.Compact(locked)
-	for _, i := range locked {
-		m.shards[i].mu.Lock()
-		m.shards[i].batching.Store(true)
+// batchKey is where one request of a batch goes: its key's hash, its shard
+// and, once lockAll has run, the shard's table under its lock.
+type batchKey struct {
+	h     uint64
+	shard int
+	w     *lockedKeys
+}
+
+// lockedShard is a shard whose lock a batch holds.
+type lockedShard struct {
+	sh *shard
+	w  *lockedKeys
+}
+
+// lockAll locks each distinct shard of ks once, in index order, gives each
+// key its shard's locked table and returns the shards it locked. The shards
+// are marked as batching so that decisions which find their key without
+// the lock take it: a decision that had already found its slot finishes
+// before the batch can hold that slot.
+func (m *Memory) lockAll(ks []batchKey) []lockedShard {
+	order := make([]int, len(ks))
+	for i := range ks {
+		order[i] = ks[i].shard
+	}
+	slices.Sort(order)
+	order = slices.Compact(order)
+	locked := make([]lockedShard, len(order))
+	for n, s := range order {
+		sh := &m.shards[s]
+		locked[n] = lockedShard{sh: sh, w: sh.t.Lock()}
+		sh.batching.Store(true)
+		for i := range ks {
+			if ks[i].shard == s {
+				ks[i].w = locked[n].w
+			}
+		}
 	}
 	return locked
 }
 
-func (m *Memory) unlockAll(locked []int) {
-	for _, i := range locked {
-		m.shards[i].batching.Store(false)
-		m.shards[i].mu.Unlock()
+func (m *Memory) unlockAll(locked []lockedShard) {
+	for _, l := range locked {
+		l.sh.batching.Store(false)
+		l.w.Unlock()
 	}
 }
 
 // undoRecord restores one key to its state before an admission. It names
 // the key rather than its slot: a later key of the batch may have moved it.
 type undoRecord struct {
-	sh    *shard
+	w     *lockedKeys
 	hash  uint64
 	key   string
 	state algo.State
@@ -188,20 +210,18 @@ type undoRecord struct {
 // state stays full is not stored; a key evicted meanwhile is already fresh.
 func rollback(undo []undoRecord) {
 	for _, u := range slices.Backward(undo) {
-		i := u.sh.t.find(u.hash, u.key)
-		if i < 0 {
-			continue
+		i := u.w.Find(u.hash, u.key)
+		switch {
+		case i < 0:
+		case u.added:
+			u.w.Remove(i)
+		default:
+			ref := u.w.Slot(i)
+			ref.Value().state = u.state
+			if log := *ref.Cold(); log != nil {
+				log.Retract(u.cost)
+			}
+			ref.Unlock()
 		}
-		s := u.sh.t.at(i)
-		s.mu.Lock()
-		if u.added {
-			u.sh.t.remove(i)
-			continue
-		}
-		s.state = u.state
-		if log := *u.sh.t.logOf(i); log != nil {
-			log.Retract(u.cost)
-		}
-		s.mu.Unlock()
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"hash/maphash"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -109,16 +108,16 @@ func (m *Memory) AllowN(_ context.Context, key string, limit Limit, cost int64) 
 	h := m.hash(key)
 	sh := m.shardOf(h)
 	if sh.capacity == 0 {
-		if a, i := sh.t.acquire(h); i >= 0 {
-			s := &a.slots[i]
-			if s.key == key && sameLimit(&s.limit.limit, &limit) && !sh.batching.Load() {
+		if ref, ok := sh.t.Acquire(h, key); ok {
+			e := ref.Value()
+			if sameLimit(&e.limit.limit, &limit) && !sh.batching.Load() {
 				var r algo.Result
-				s.apply(&a.logs[i], now, cost, true, &r)
-				s.mu.Unlock()
+				e.apply(ref.Cold(), now, cost, true, &r)
+				ref.Unlock()
 				fill(&d, &r)
 				return d, nil
 			}
-			s.mu.Unlock()
+			ref.Unlock()
 		}
 	}
 	return m.allowLocked(sh, h, key, limit, now, cost)
@@ -135,23 +134,36 @@ func sameLimit(l, o *Limit) bool {
 // in a batch or under another limit.
 func (m *Memory) allowLocked(sh *shard, h uint64, key string, limit Limit, now, cost int64) (d Decision, err error) {
 	var r algo.Result
-	sh.mu.Lock()
-	if i := sh.t.find(h, key); i >= 0 && sameLimit(&sh.t.at(i).limit.limit, &limit) {
-		sh.decideAt(i, nil, now, cost, &r)
-		sh.mu.Unlock()
+	w := sh.t.Lock()
+	if i, ref, ok := lockSameLimit(w, h, key, &limit); ok {
+		sh.decideOn(w, i, ref, now, cost, &r)
+		w.Unlock()
 		fill(&d, &r)
 		return d, nil
 	}
-	sh.mu.Unlock()
+	w.Unlock()
 	cl, err := m.limits.get(limit)
 	if err != nil {
 		return d, err
 	}
-	sh.mu.Lock()
-	sh.decide(h, key, cl, now, cost, &r)
-	sh.mu.Unlock()
+	w = sh.t.Lock()
+	sh.decide(w, h, key, cl, now, cost, &r)
+	w.Unlock()
 	fill(&d, &r)
 	return d, nil
+}
+
+// lockSameLimit returns the position of key and its slot, locked, when the
+// key is held under limit; ok is false, and nothing is locked, otherwise.
+func lockSameLimit(w *lockedKeys, h uint64, key string, limit *Limit) (i int, ref keyRef, ok bool) {
+	if i = w.Find(h, key); i < 0 {
+		return i, ref, false
+	}
+	if ref = w.Slot(i); sameLimit(&ref.Value().limit.limit, limit) {
+		return i, ref, true
+	}
+	ref.Unlock()
+	return i, ref, false
 }
 
 // Allow is AllowN with a cost of 1.
@@ -166,12 +178,11 @@ func (m *Memory) Reset(_ context.Context, key string) error {
 	}
 	h := m.hash(key)
 	sh := m.shardOf(h)
-	sh.mu.Lock()
-	if i := sh.t.find(h, key); i >= 0 {
-		sh.t.at(i).mu.Lock()
-		sh.t.remove(i)
+	w := sh.t.Lock()
+	if i := w.Find(h, key); i >= 0 {
+		w.Remove(i)
 	}
-	sh.mu.Unlock()
+	w.Unlock()
 	return nil
 }
 
@@ -179,10 +190,9 @@ func (m *Memory) Reset(_ context.Context, key string) error {
 func (m *Memory) Len() int {
 	n := 0
 	for i := range m.shards {
-		sh := &m.shards[i]
-		sh.mu.Lock()
-		n += int(sh.t.n)
-		sh.mu.Unlock()
+		w := m.shards[i].t.Lock()
+		n += w.Len()
+		w.Unlock()
 	}
 	return n
 }
@@ -192,9 +202,10 @@ func (m *Memory) Len() int {
 func (m *Memory) Close() {
 	for i := range m.shards {
 		sh := &m.shards[i]
-		sh.mu.Lock()
-		sh.init()
-		sh.mu.Unlock()
+		w := sh.t.Lock()
+		w.Clear()
+		sh.resetSweeps()
+		w.Unlock()
 	}
 }
 
@@ -217,9 +228,12 @@ func (m *Memory) shardOf(h uint64) *shard { return &m.shards[h&m.mask] }
 // every core that decides. The padding comes last: when the allocator starts
 // the shards 8 bytes past a line, it is the padding that shares the next
 // shard's line.
+//
+// The table's lock is the shard's: sweepAt and minFull are read and written
+// only by its holder, which is why the methods that use them take the
+// *lockedKeys that Lock returns.
 type shard struct {
-	mu       sync.Mutex
-	t        table
+	t        keys
 	capacity int32       // 0: unbounded; set once, read without the lock
 	batching atomic.Bool // an AllowAll holds the lock: decide under it
 	sweepAt  int32       // sweep when the shard grows to this many keys
@@ -235,84 +249,82 @@ const (
 	idleGrace = int64(time.Minute / time.Microsecond)
 )
 
-// init empties the shard; the caller holds its lock or owns it alone.
+// init readies a shard that no other goroutine uses yet.
 func (sh *shard) init() {
-	sh.t.init(sh.capacity > 0)
-	sh.sweepAt, sh.minFull = minSweep, math.MaxInt64
+	sh.t.Init(sh.capacity > 0)
+	sh.resetSweeps()
 }
 
+// resetSweeps is the sweep schedule of an empty shard; the caller holds
+// the shard's lock or owns it alone.
+func (sh *shard) resetSweeps() { sh.sweepAt, sh.minFull = minSweep, math.MaxInt64 }
+
 // decide runs one request under the shard's lock.
-func (sh *shard) decide(h uint64, key string, cl *compiledLimit, now, cost int64, r *algo.Result) {
-	if i := sh.t.find(h, key); i >= 0 {
-		sh.decideAt(i, cl, now, cost, r)
+func (sh *shard) decide(w *lockedKeys, h uint64, key string, cl *compiledLimit, now, cost int64, r *algo.Result) {
+	if i := w.Find(h, key); i >= 0 {
+		ref := w.Slot(i)
+		ref.Value().configure(cl, ref.Cold())
+		sh.decideOn(w, i, ref, now, cost, r)
 		return
 	}
-	fresh, log := entry{key: key}, (*algo.Log)(nil)
+	fresh, log := entry{}, (*algo.Log)(nil)
 	fresh.configure(cl, &log)
 	fresh.apply(&log, now, cost, true, r)
 	if r.ResetAfter > 0 { // a key still full needs no memory
-		sh.add(h, &fresh, log, now)
+		sh.add(w, h, key, &fresh, log, now)
 		sh.minFull = min(sh.minFull, now+r.ResetAfter)
 	}
 }
 
-// decideAt runs one request on slot i under the shard's lock, first moving
-// the key to limit cl unless cl is nil.
-func (sh *shard) decideAt(i int, cl *compiledLimit, now, cost int64, r *algo.Result) {
-	s, log := sh.t.at(i), sh.t.logOf(i)
-	s.mu.Lock()
-	if cl != nil {
-		s.configure(cl, log)
-	}
-	s.apply(log, now, cost, true, r)
-	s.mu.Unlock()
-	sh.t.touch(i)
+// decideOn runs one request on the key at position i, whose slot ref the
+// caller locked, under the shard's lock; it unlocks the slot.
+func (sh *shard) decideOn(w *lockedKeys, i int, ref keyRef, now, cost int64, r *algo.Result) {
+	ref.Value().apply(ref.Cold(), now, cost, true, r)
+	ref.Unlock()
+	w.Touch(i)
 	sh.minFull = min(sh.minFull, now+r.ResetAfter)
 }
 
-// lookup returns the slot of key under a limit, adding the key if needed,
-// and whether it added it. The index holds until the shard's next add or
-// remove.
-func (sh *shard) lookup(h uint64, key string, cl *compiledLimit, now int64) (i int, added bool) {
-	if i = sh.t.find(h, key); i >= 0 {
-		s := sh.t.at(i)
-		s.mu.Lock()
-		s.configure(cl, sh.t.logOf(i))
-		s.mu.Unlock()
-		sh.t.touch(i)
+// lookup returns the position of key under a limit, adding the key if
+// needed, and whether it added it. The position holds until the shard's
+// next add or remove.
+func (sh *shard) lookup(w *lockedKeys, h uint64, key string, cl *compiledLimit, now int64) (i int, added bool) {
+	if i = w.Find(h, key); i >= 0 {
+		ref := w.Slot(i)
+		ref.Value().configure(cl, ref.Cold())
+		ref.Unlock()
+		w.Touch(i)
 		return i, false
 	}
-	fresh, log := entry{key: key}, (*algo.Log)(nil)
+	fresh, log := entry{}, (*algo.Log)(nil)
 	fresh.configure(cl, &log)
-	return sh.add(h, &fresh, log, now), true
+	return sh.add(w, h, key, &fresh, log, now), true
 }
 
 // add makes room for a key known to be absent and inserts it.
-func (sh *shard) add(h uint64, e *entry, log *algo.Log, now int64) int {
-	switch {
-	case sh.capacity > 0 && sh.t.n >= sh.capacity:
+func (sh *shard) add(w *lockedKeys, h uint64, key string, e *entry, log *algo.Log, now int64) int {
+	switch n := int32(w.Len()); {
+	case sh.capacity > 0 && n >= sh.capacity:
 		if now >= sh.minFull {
-			sh.sweep(now)
+			sh.sweep(w, now)
 		}
-		for sh.t.n >= sh.capacity {
-			i := sh.t.oldest()
-			sh.t.at(i).mu.Lock()
-			sh.t.remove(i)
+		for int32(w.Len()) >= sh.capacity {
+			w.Remove(w.Oldest())
 		}
-	case sh.t.n >= sh.sweepAt:
+	case n >= sh.sweepAt:
 		// Without a bound, drop only keys that have been full for a while: a
 		// key that just became full is likely to be back.
-		sh.sweep(now - idleGrace)
-		sh.sweepAt = max(minSweep, 2*sh.t.n)
+		sh.sweep(w, now-idleGrace)
+		sh.sweepAt = max(minSweep, 2*int32(w.Len()))
 	}
-	return sh.t.insert(h, e, log)
+	return w.Insert(h, key, e, log)
 }
 
 // sweep drops every key that was back to its full state at cutoff and
 // recomputes minFull.
-func (sh *shard) sweep(cutoff int64) {
+func (sh *shard) sweep(w *lockedKeys, cutoff int64) {
 	minFull := int64(math.MaxInt64)
-	sh.t.sweep(func(e *entry, log **algo.Log) bool {
+	w.Sweep(func(e *entry, log **algo.Log) bool {
 		at := e.fullAt(log, cutoff)
 		if at <= cutoff {
 			return true

@@ -55,78 +55,73 @@ func (m *Memory) Adjust(_ context.Context, key string, limit Limit, delta int64)
 	now := m.now()
 	h := m.hash(key)
 	sh := m.shardOf(h)
-	if s, log := sh.acquireKey(h, key, &limit); s != nil {
-		s.adjust(log, now, delta)
-		s.mu.Unlock()
+	if ref, ok := sh.acquireKey(h, key, &limit); ok {
+		ref.Value().adjust(ref.Cold(), now, delta)
+		ref.Unlock()
 		return nil
 	}
 	return m.adjustLocked(sh, h, key, limit, now, delta)
 }
 
 // acquireKey is AllowN's path to an existing key: it locks the key's slot
-// without the shard's lock and returns it with its log, or nil when that
-// path does not apply (a bounded shard, whose recency order every use
-// changes; a batch holding the shard; a key that is absent, moving or under
-// another limit) and the caller must take the shard's lock.
-func (sh *shard) acquireKey(h uint64, key string, limit *Limit) (*slot, **algo.Log) {
+// without the shard's lock, or reports false when that path does not apply
+// (a bounded shard, whose recency order every use changes; a batch holding
+// the shard; a key that is absent, moving or under another limit) and the
+// caller must take the shard's lock.
+func (sh *shard) acquireKey(h uint64, key string, limit *Limit) (ref keyRef, ok bool) {
 	if sh.capacity != 0 {
-		return nil, nil
+		return ref, false
 	}
-	a, i := sh.t.acquire(h)
-	if i < 0 {
-		return nil, nil
+	if ref, ok = sh.t.Acquire(h, key); !ok {
+		return ref, false
 	}
-	s := &a.slots[i]
-	if s.key == key && sameLimit(&s.limit.limit, limit) && !sh.batching.Load() {
-		return s, &a.logs[i]
+	if sameLimit(&ref.Value().limit.limit, limit) && !sh.batching.Load() {
+		return ref, true
 	}
-	s.mu.Unlock()
-	return nil, nil
+	ref.Unlock()
+	return ref, false
 }
 
 // adjustLocked adjusts under the shard's lock, as allowLocked decides: the
 // limit is compiled only when the key is absent or under another limit.
 func (m *Memory) adjustLocked(sh *shard, h uint64, key string, limit Limit, now, delta int64) error {
-	sh.mu.Lock()
-	if i := sh.t.find(h, key); i >= 0 && sameLimit(&sh.t.at(i).limit.limit, &limit) {
-		sh.adjustAt(i, nil, now, delta)
-		sh.mu.Unlock()
+	w := sh.t.Lock()
+	if i, ref, ok := lockSameLimit(w, h, key, &limit); ok {
+		sh.adjustOn(w, i, ref, now, delta)
+		w.Unlock()
 		return nil
 	}
-	sh.mu.Unlock()
+	w.Unlock()
 	cl, err := m.limits.get(limit)
 	if err != nil {
 		return err
 	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if i := sh.t.find(h, key); i >= 0 {
-		sh.adjustAt(i, cl, now, delta)
+	w = sh.t.Lock()
+	defer w.Unlock()
+	if i := w.Find(h, key); i >= 0 {
+		ref := w.Slot(i)
+		ref.Value().configure(cl, ref.Cold())
+		sh.adjustOn(w, i, ref, now, delta)
 		return nil
 	}
 	if delta < 0 {
 		return nil // nothing was charged, nothing to give back
 	}
-	fresh, log := entry{key: key}, (*algo.Log)(nil)
+	fresh, log := entry{}, (*algo.Log)(nil)
 	fresh.configure(cl, &log)
 	if reset := fresh.adjust(&log, now, delta); reset > 0 {
-		sh.add(h, &fresh, log, now)
+		sh.add(w, h, key, &fresh, log, now)
 		sh.minFull = min(sh.minFull, now+reset)
 	}
 	return nil
 }
 
-// adjustAt adjusts slot i under the shard's lock, first moving the key to
-// limit cl unless cl is nil, as decideAt does for a decision.
-func (sh *shard) adjustAt(i int, cl *compiledLimit, now, delta int64) {
-	s, log := sh.t.at(i), sh.t.logOf(i)
-	s.mu.Lock()
-	if cl != nil {
-		s.configure(cl, log)
-	}
-	reset := s.adjust(log, now, delta)
-	s.mu.Unlock()
-	sh.t.touch(i)
+// adjustOn adjusts the key at position i, whose slot ref the caller locked,
+// under the shard's lock, as decideOn decides; it unlocks the slot.
+func (sh *shard) adjustOn(w *lockedKeys, i int, ref keyRef, now, delta int64) {
+	reset := ref.Value().adjust(ref.Cold(), now, delta)
+	ref.Unlock()
+	w.Touch(i)
 	// A refund can make the key full sooner than any decision said: keep
 	// minFull a lower bound, so that eviction still finds full keys first.
 	sh.minFull = min(sh.minFull, now+reset)
