@@ -18,6 +18,8 @@ const (
 	HalfOpen
 )
 
+// String returns the state as metrics and logs name it: "closed", "open"
+// or "half_open".
 func (s BreakerState) String() string {
 	switch s {
 	case Closed:

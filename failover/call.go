@@ -108,6 +108,8 @@ type StorePanic struct {
 	Stack []byte // the store goroutine's stack at the panic
 }
 
+// String describes the panic with the store goroutine's stack, so that a
+// recovery that prints the value shows where the store panicked.
 func (p *StorePanic) String() string {
 	return fmt.Sprintf("failover: store panicked: %v\n\n%s", p.Value, p.Stack)
 }

@@ -72,6 +72,7 @@ type ReconcileError struct {
 	Err error
 }
 
+// Error names the rule, its estimate and what went wrong.
 func (e *ReconcileError) Error() string {
 	if e.Delta == 0 {
 		return fmt.Sprintf("httplimit: rate limit policy %q keeps its estimate %d: %v", e.Rule, e.Estimate, e.Err)
@@ -80,6 +81,8 @@ func (e *ReconcileError) Error() string {
 		e.Rule, e.Estimate, e.Delta, e.Err)
 }
 
+// Unwrap returns Err, so errors.Is finds ErrBadActual or the limiter's
+// error.
 func (e *ReconcileError) Unwrap() error { return e.Err }
 
 // checkAdjuster refuses rules with Actual over a limiter that cannot

@@ -5,7 +5,9 @@
 # figure issue 13 asks to cut by a third), and separately the exported struct
 # fields and interface methods ("fields"). Test files are not read. Run it
 # before and after a change to an API to measure what the change did.
-# Arguments are package patterns (default ./...).
+# Arguments are package patterns (default ./...); with -undocumented first,
+# it lists the exported names that have no doc comment instead, and fails
+# if there is one.
 # The counting is internal/tools/apicount (go/ast over the files `go list`
 # selects for this platform).
 set -euo pipefail

@@ -9,9 +9,13 @@
 // exported fields of exported struct types, and the methods of exported
 // interfaces. Test files are not read.
 //
+// With -undocumented it lists instead the exported names that have no doc
+// comment (a name in a documented const, var or type group counts as
+// documented, as go doc shows the group's comment), and exits 1 if any.
+//
 // Usage (from the module root; scripts/api-count.sh wraps it):
 //
-//	go run ./internal/tools/apicount [packages]   # default ./...
+//	go run ./internal/tools/apicount [-undocumented] [packages]   # default ./...
 package main
 
 import (
@@ -20,6 +24,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -60,14 +65,79 @@ type pkg struct {
 }
 
 func main() {
-	patterns := os.Args[1:]
+	undocumented := flag.Bool("undocumented", false, "list the exported names without a doc comment instead of counting")
+	flag.Parse()
+	patterns := flag.Args()
 	if len(patterns) == 0 {
 		patterns = []string{"./..."}
 	}
-	if err := run(os.Stdout, patterns); err != nil {
+	do := run
+	if *undocumented {
+		do = listUndocumented
+	}
+	if err := do(os.Stdout, patterns); err != nil {
 		fmt.Fprintln(os.Stderr, "apicount:", err)
 		os.Exit(1)
 	}
+}
+
+// listUndocumented prints pkg.Name (pkg.Type.Method for methods) for every
+// exported name without a doc comment, and fails if there is one.
+func listUndocumented(w io.Writer, patterns []string) error {
+	pkgs, err := list(patterns)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, p := range pkgs {
+		files, err := parse(p)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			for _, d := range f.Decls {
+				for _, name := range undocumented(d) {
+					fmt.Fprintf(w, "%s.%s\n", p.ImportPath, name)
+					n++
+				}
+			}
+		}
+	}
+	if n > 0 {
+		return fmt.Errorf("%d exported names without a doc comment", n)
+	}
+	return nil
+}
+
+// undocumented names the exported API of d that has no doc comment.
+func undocumented(d ast.Decl) []string {
+	var out []string
+	switch d := d.(type) {
+	case *ast.FuncDecl:
+		if decl(d).api() == 1 && d.Doc == nil {
+			name := d.Name.Name
+			if d.Recv != nil {
+				name = receiver(d.Recv.List[0].Type) + "." + name
+			}
+			out = append(out, name)
+		}
+	case *ast.GenDecl:
+		for _, s := range d.Specs {
+			switch s := s.(type) {
+			case *ast.TypeSpec:
+				if s.Name.IsExported() && s.Doc == nil && d.Doc == nil {
+					out = append(out, s.Name.Name)
+				}
+			case *ast.ValueSpec:
+				for _, n := range s.Names {
+					if n.IsExported() && s.Doc == nil && d.Doc == nil && s.Comment == nil {
+						out = append(out, n.Name)
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 func run(w io.Writer, patterns []string) error {
@@ -121,20 +191,33 @@ func list(patterns []string) ([]pkg, error) {
 	return pkgs, nil
 }
 
-// count parses p's non-test files and counts their exported declarations.
+// count counts the exported declarations of p's non-test files.
 func count(p pkg) (counts, error) {
 	var c counts
-	fset := token.NewFileSet()
-	for _, name := range append(p.GoFiles, p.CgoFiles...) {
-		f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.SkipObjectResolution)
-		if err != nil {
-			return c, err
-		}
+	files, err := parse(p)
+	if err != nil {
+		return c, err
+	}
+	for _, f := range files {
 		for _, d := range f.Decls {
 			c.add(decl(d))
 		}
 	}
 	return c, nil
+}
+
+// parse reads p's non-test files, with their comments.
+func parse(p pkg) ([]*ast.File, error) {
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range append(p.GoFiles, p.CgoFiles...) {
+		f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }
 
 func decl(d ast.Decl) counts {
