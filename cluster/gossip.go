@@ -26,7 +26,7 @@ type GossipConfig struct {
 	// Required; names must be unique in the cluster.
 	Members Members
 	// Transport carries the counters to the other nodes: a *Membership, or
-	// a GossipNetwork endpoint in tests. Required.
+	// an in-memory transport in tests and simulations. Required.
 	Transport GossipTransport
 	// Clock is this node's time. Nil: the system clock.
 	Clock floodgate.Clock

@@ -39,11 +39,11 @@
 // process has at most one call in flight (the leased strategy's Sync runs
 // one worker per key).
 //
-// Gossip does not go through GossipNetwork: a small transport of this
-// package behaves as memberlist does under floodgate serve. A broadcast is
-// queued (a newer one of the same name replaces it) and goes out every T
-// (serve's gossip interval) to 3 random live peers, for 4·⌈log₁₀(N+1)⌉
-// rounds; every T each node also exchanges full state with one random live
+// Gossip goes through a small transport of this package (a
+// cluster.GossipTransport) that behaves as memberlist does under floodgate
+// serve. A broadcast is queued (a newer one of the same name replaces it)
+// and goes out every T (serve's gossip interval) to 3 random live peers,
+// for 4·⌈log₁₀(N+1)⌉ rounds; every T each node also exchanges full state with one random live
 // peer (push/pull, more often than memberlist's 30 s); every message has
 // its own one-way delay and loss draw.
 //
