@@ -20,33 +20,28 @@ import (
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/httplimit"
+	"github.com/floodgate-io/floodgate/internal/assemble"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/listen"
 	"github.com/floodgate-io/floodgate/internal/proxy"
-	"github.com/floodgate-io/floodgate/redisstore"
 )
 
 type proxyFlags struct {
-	config       string
-	redisPrefix  string
-	maxDelay     time.Duration
-	conflicts    []string // one-line flags given alongside --config
-	upstream     string
-	httpAddr     string
-	limit        string
-	algorithm    string
-	burst        int64
-	by           string
-	trusted      []string
-	redis        string
-	failureMode  string
-	storeTimeout time.Duration
-	logFormat    string
-	maxKeys      int
-	fleet        fleetFlags
-	reload       reloadFlags
-	listen       listenFlags
-	fleetGiven   []string // cluster flags given without --config
+	storeFlags
+	config     string
+	maxDelay   time.Duration
+	conflicts  []string // one-line flags given alongside --config
+	upstream   string
+	httpAddr   string
+	limit      string
+	algorithm  string
+	burst      int64
+	by         string
+	trusted    []string
+	logFormat  string
+	reload     reloadFlags
+	listen     listenFlags
+	fleetGiven []string // cluster flags given without --config
 }
 
 func newProxyCmd() *cobra.Command {
@@ -102,7 +97,7 @@ func newProxyCmd() *cobra.Command {
 	fl.DurationVar(&f.storeTimeout, "store-timeout", failover.DefaultTimeout, "with --redis: the longest a decision waits")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory; past it the least recently used key is forgotten (0: unbounded)")
-	f.fleet.register(fl)
+	registerFleet(fl, &f.fleet)
 	f.reload.register(fl)
 	f.listen.register(fl, true)
 	return cmd
@@ -174,28 +169,22 @@ func parseBy(by string, trusted []string) (httplimit.KeyFunc, error) {
 	return httplimit.Combine(parts...), nil
 }
 
-func proxyLimiter(f proxyFlags) (floodgate.Limiter, func(), error) {
-	if f.maxKeys < 0 {
-		return nil, nil, fmt.Errorf("--max-keys %d: want 0 (unbounded) or a positive number of keys", f.maxKeys)
+// oneLineStores is where the one-line proxy counts: memory, or Redis under
+// keys of its own behind --failure-mode, exact, in a fleet of --nodes (at
+// least 1). Its failure mode matters only with --redis, so only then is
+// it read, after --max-keys (which Open checks first).
+func oneLineStores(f proxyFlags) (assemble.Config, error) {
+	var mode failover.Mode
+	if f.maxKeys >= 0 && f.redis != "" {
+		var err error
+		if mode, err = failover.ParseMode(f.failureMode); err != nil {
+			return assemble.Config{}, fmt.Errorf("--failure-mode: %w", err)
+		}
 	}
-	if f.redis == "" {
-		m := floodgate.NewMemory(floodgate.WithMaxKeys(f.maxKeys))
-		return m, m.Close, nil
-	}
-	mode, err := failover.ParseMode(f.failureMode)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--failure-mode: %w", err)
-	}
-	rs, err := redisstore.New(redisstore.Config{Addrs: strings.Split(f.redis, ","), KeyPrefix: "floodgate:proxy:", Timeout: f.storeTimeout})
-	if err != nil {
-		return nil, nil, fmt.Errorf("--redis %s: %w", f.redis, err)
-	}
-	fo, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout, Nodes: max(1, f.fleet.nodes), MaxLocalKeys: f.maxKeys})
-	if err != nil {
-		rs.Close()
-		return nil, nil, err
-	}
-	return fo, func() { fo.Close(); rs.Close() }, nil
+	cfg := f.stores(mode)
+	cfg.RedisPrefix = "floodgate:proxy:"
+	cfg.Fleet = assemble.FleetConfig{Strategy: config.StrategyExact, Nodes: max(1, f.fleet.Nodes)}
+	return cfg, nil
 }
 
 func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
@@ -221,13 +210,17 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	limiter, closeLimiter, err := proxyLimiter(f)
+	cfg, err := oneLineStores(f)
 	if err != nil {
 		return err
 	}
-	defer closeLimiter()
+	st, err := assemble.Open(ctx, cfg, nil, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	limit := floodgate.Limit{Algorithm: floodgate.Algorithm(f.algorithm), Rate: rate, Period: period, Burst: f.burst}
-	mw, err := httplimit.New(limiter, httplimit.Options{Rules: []httplimit.Rule{{Name: "proxy", Limit: limit, Key: key}}})
+	mw, err := httplimit.New(st.Default(), httplimit.Options{Rules: []httplimit.Rule{{Name: "proxy", Limit: limit, Key: key}}})
 	if err != nil {
 		return fmt.Errorf("--limit/--algorithm/--burst: %w", err)
 	}
@@ -268,14 +261,11 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err := requireRoutes(f.config, f.reload)(policies); err != nil {
 		return err
 	}
-	st, err := openStores(serveFlags{redis: f.redis, storeTimeout: f.storeTimeout, redisPrefix: f.redisPrefix, maxKeys: f.maxKeys}, defaultMode, log)
+	st, err := assemble.Open(ctx, f.stores(defaultMode), policies, log)
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	if st.fleet, err = openFleet(ctx, f.fleet.withMaxKeys(f.maxKeys), policies, st.redis, f.storeTimeout, log); err != nil {
-		return err
-	}
+	defer st.Close()
 	eng := engine.New(policies, st)
 	if f.maxDelay <= 0 {
 		return fmt.Errorf("--max-delay %s: want a positive duration", f.maxDelay)
@@ -286,7 +276,7 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	}
 	routes := requireRoutes(f.config, f.reload)
 	reload := &reloader{path: f.config, flags: f.reload, holder: eng, log: log, after: time.After,
-		check: func(set *config.Set) error { return errors.Join(routes(set), st.fleet.check(set)) }}
+		check: func(set *config.Set) error { return errors.Join(routes(set), st.Check(set)) }}
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
@@ -296,7 +286,7 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 		return err
 	}
 	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(),
-		"store", st.name, "policy", f.config, "domains", policies.Domains(), "routes", len(policies.Routes()))
+		"store", st.Name(), "policy", f.config, "domains", policies.Domains(), "routes", len(policies.Routes()))
 	return serveUntilDone(ctx, f.listen, handler, ln, log)
 }
 

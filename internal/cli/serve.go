@@ -18,14 +18,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/internal/assemble"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/metrics"
 	"github.com/floodgate-io/floodgate/internal/server"
 	"github.com/floodgate-io/floodgate/internal/watch"
-	"github.com/floodgate-io/floodgate/redisstore"
 )
 
 //go:embed default_policy.yaml
@@ -33,21 +32,27 @@ var defaultPolicy []byte
 
 // serveFlags are serve's settings; each flag has an environment variable.
 type serveFlags struct {
-	config       string
+	storeFlags
+	config     string
+	httpAddr   string
+	grpcAddr   string
+	adminToken string
+	headers    bool
+	atomic     bool
+	logFormat  string
+	reload     reloadFlags
+	listen     listenFlags
+}
+
+// storeFlags are the settings of serve and proxy that say where they
+// count and how the fleet shares limits: assemble's Config as flags.
+type storeFlags struct {
 	redis        string
-	httpAddr     string
-	grpcAddr     string
-	adminToken   string
+	redisPrefix  string
 	failureMode  string
 	storeTimeout time.Duration
-	redisPrefix  string
-	headers      bool
-	atomic       bool
-	logFormat    string
 	maxKeys      int
-	fleet        fleetFlags
-	reload       reloadFlags
-	listen       listenFlags
+	fleet        assemble.FleetConfig
 }
 
 func newServeCmd() *cobra.Command {
@@ -85,7 +90,7 @@ func newServeCmd() *cobra.Command {
 	fl.BoolVar(&f.atomic, "atomic", false, "decide all descriptors of an Envoy request all or nothing (default: each on its own, as Envoy's service does)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory by the memory store and the strategies' local state; past it the least recently used key is forgotten (0: unbounded)")
-	f.fleet.register(fl)
+	registerFleet(fl, &f.fleet)
 	f.reload.register(fl)
 	f.listen.register(fl, false)
 	return cmd
@@ -135,32 +140,26 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStores(f, defaultMode, log)
+	st, err := assemble.Open(ctx, f.stores(defaultMode), policies, log)
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	if st.fleet, err = openFleet(ctx, f.fleet.withMaxKeys(f.maxKeys), policies, st.redis, f.storeTimeout, log); err != nil {
-		return err
-	}
-	if l := st.fleet.For(config.Rule{}, defaultMode); l != nil {
-		st.explicit = l // requests with an explicit limit follow --strategy too
-	}
+	defer st.Close()
 
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	eng := engine.New(policies, st)
-	reload := &reloader{path: f.config, flags: f.reload, holder: eng, check: st.fleet.check,
+	reload := &reloader{path: f.config, flags: f.reload, holder: eng, check: st.Check,
 		counted: m.ConfigReload, log: log, after: time.After}
 	srv := server.New(server.Options{
 		Engine:     eng,
-		Limiter:    st.explicit,
+		Limiter:    st.Default(), // requests with an explicit limit follow --strategy too
 		Metrics:    m,
 		Logger:     log,
-		Ready:      st.ready,
+		Ready:      st.Ready,
 		AdminToken: f.adminToken,
 		Reload:     reload.explicit,
-		Reset:      st.reset,
+		Reset:      st.Reset,
 		Headers:    f.headers,
 		AtomicRLS:  f.atomic,
 		Listen:     f.listen.options(),
@@ -179,9 +178,9 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		grpcLn.Close()
 		return err
 	}
-	go st.report(ctx, m, time.Second)
+	go st.Report(ctx, m, time.Second)
 	log.Info("floodgate serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
-		"store", st.name, "strategy", f.fleet.strategy, "nodes", st.fleet.members.Count(),
+		"store", st.Name(), "strategy", string(f.fleet.Strategy), "nodes", st.Count(),
 		"policy", policySource(f.config), "domains", policies.Domains())
 	err = srv.Serve(ctx, httpLn, grpcLn)
 	log.Info("floodgate stopped")
@@ -232,162 +231,17 @@ func watchPolicies(ctx context.Context, path string, reload *reloader, log *slog
 	return watch.Watch(ctx, []string{path}, func() { reload.watched(ctx) })
 }
 
-// stores is where the service counts: memory, or Redis behind a failure
-// policy per mode.
-type stores struct {
-	name        string
-	explicit    floodgate.Limiter
-	memory      *floodgate.Memory
-	redis       *redisstore.Limiter
-	byMode      map[failover.Mode]*failover.Limiter
-	defaultMode failover.Mode
-	fleet       *fleet // the cluster strategies; nil until serve opens them
+// stores is assemble's Config from the flags and the parsed
+// --failure-mode: the Redis addresses are --redis split at its commas.
+func (f storeFlags) stores(defaultMode failover.Mode) assemble.Config {
+	return assemble.Config{Redis: splitAddrs(f.redis), RedisPrefix: f.redisPrefix, StoreTimeout: f.storeTimeout,
+		FailureMode: defaultMode, MaxKeys: f.maxKeys, Fleet: f.fleet}
 }
 
-func openStores(f serveFlags, defaultMode failover.Mode, log *slog.Logger) (*stores, error) {
-	if f.maxKeys < 0 {
-		return nil, fmt.Errorf("--max-keys %d: want 0 (unbounded) or a positive number of keys", f.maxKeys)
-	}
-	if f.redis == "" {
-		m := floodgate.NewMemory(floodgate.WithMaxKeys(f.maxKeys))
-		return &stores{name: "memory", explicit: m, memory: m}, nil
-	}
-	addrs := strings.Split(f.redis, ",")
-	rs, err := redisstore.New(redisstore.Config{Addrs: addrs, KeyPrefix: f.redisPrefix, Timeout: f.storeTimeout})
-	if err != nil {
-		return nil, fmt.Errorf("--redis %s: %w", f.redis, err)
-	}
-	st := &stores{name: "redis " + f.redis, redis: rs, byMode: map[failover.Mode]*failover.Limiter{}, defaultMode: defaultMode}
-	for _, mode := range failover.Modes() {
-		l, err := failover.New(rs, failover.Config{Mode: mode, Timeout: f.storeTimeout, Fleet: st, MaxLocalKeys: f.maxKeys, Logger: log})
-		if err != nil {
-			st.close()
-			return nil, err
-		}
-		st.byMode[mode] = l
-	}
-	st.explicit = st.byMode[defaultMode]
-	return st, nil
-}
-
-// Count is the fleet's size, which fail_local divides the limits by: the
-// live members, or --nodes.
-func (s *stores) Count() int {
-	if s.fleet == nil || s.fleet.members == nil {
-		return 1
-	}
-	return s.fleet.members.Count()
-}
-
-// For implements engine.Stores.
-func (s *stores) For(rule config.Rule) floodgate.Limiter {
-	mode := rule.FailureMode
-	if mode == "" {
-		mode = s.defaultMode
-	}
-	if s.fleet != nil {
-		if l := s.fleet.For(rule, mode); l != nil {
-			return l
-		}
-	}
-	if s.memory != nil {
-		return s.memory
-	}
-	return s.byMode[mode]
-}
-
-// ready is false while Redis is down for limits that fail closed: while a
-// fail_closed breaker is open (decisions deny without asking Redis) and
-// while it is half-open (one probe is out; every other decision still
-// denies). Only a probe that succeeds closes a breaker, so readiness comes
-// back with the store instead of flapping with each probe. The cluster
-// strategies that reach Redis have fail_closed breakers of their own
-// (fleet.wrap), which count the same way.
-func (s *stores) ready() error {
-	if s.memory != nil {
+// splitAddrs reads a comma-separated --redis ("": none, count in memory).
+func splitAddrs(redis string) []string {
+	if redis == "" {
 		return nil
 	}
-	failClosed := []floodgate.Limiter{s.byMode[failover.FailClosed]}
-	if s.fleet != nil {
-		for _, byMode := range s.fleet.limiters {
-			failClosed = append(failClosed, byMode[failover.FailClosed])
-		}
-	}
-	for _, l := range failClosed {
-		b, ok := l.(*failover.Limiter)
-		if !ok {
-			continue
-		}
-		// A decision would probe the store, but an unready node gets none:
-		// the readiness check sends the probe itself.
-		if b.Probe(context.Background()) == nil {
-			continue
-		}
-		if st := b.State(); st != failover.Closed {
-			return fmt.Errorf("the store is unreachable (circuit breaker %s) and fail_closed limits deny every request", st)
-		}
-	}
-	return nil
-}
-
-// report feeds the breakers' state and the store errors to the metrics
-// every interval until ctx is done: the worst state of the per-mode
-// breakers, and the store errors counted since the last report.
-func (s *stores) report(ctx context.Context, m *metrics.Metrics, interval time.Duration) {
-	if s.memory != nil {
-		return
-	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	var reported uint64
-	for {
-		worst, errs := failover.Closed, uint64(0)
-		for _, l := range s.byMode {
-			if st := l.State(); severity(st) > severity(worst) {
-				worst = st
-			}
-			errs += l.Stats().StoreErrors
-		}
-		m.SetBreakerState(worst.String())
-		for ; reported < errs; reported++ {
-			m.StoreError("unavailable")
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-func severity(s failover.BreakerState) int {
-	switch s {
-	case failover.Open:
-		return 2
-	case failover.HalfOpen:
-		return 1
-	}
-	return 0
-}
-
-func (s *stores) reset(ctx context.Context, key string) error {
-	if s.memory != nil {
-		return s.memory.Reset(ctx, key)
-	}
-	return s.redis.Reset(ctx, key)
-}
-
-func (s *stores) close() {
-	if s.fleet != nil {
-		s.fleet.close()
-	}
-	for _, l := range s.byMode {
-		l.Close()
-	}
-	if s.redis != nil {
-		s.redis.Close()
-	}
-	if s.memory != nil {
-		s.memory.Close()
-	}
+	return strings.Split(redis, ",")
 }
