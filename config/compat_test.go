@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // envoyCorpus is the configuration corpus of envoyproxy/ratelimit. It is
@@ -35,7 +36,7 @@ func corpus(t *testing.T) string {
 	return dir
 }
 
-func loadCorpusFile(t *testing.T, name string) *config.Set {
+func loadCorpusFile(t *testing.T, name string) *policy.Set {
 	t.Helper()
 	path := filepath.Join(corpus(t), "valid", name)
 	if _, err := os.Stat(path); err != nil {
@@ -97,7 +98,7 @@ func TestEnvoyCorpus(t *testing.T) {
 func TestEnvoyCorpusMatching(t *testing.T) {
 	tests := []struct {
 		file string
-		d    config.Descriptor
+		d    policy.Descriptor
 		want string
 	}{
 		{"basic_config.yaml", desc("key1", "value1", "subkey1", "something"), "5/1s"},
@@ -158,14 +159,14 @@ func TestEnvoyCorpusMatching(t *testing.T) {
 // limit named bkthomps, whatever descriptor it came from.
 func TestEnvoyCorpusReplaces(t *testing.T) {
 	set := loadCorpusFile(t, "example_example.yaml")
-	got := set.MatchAll("rl", []config.Descriptor{
+	got := set.MatchAll("rl", []policy.Descriptor{
 		desc("foo", "x", "bar", "bkthomps"),
 		desc("source_cluster", "proxy", "destination_cluster", "bkthomps"),
 	})
 	if len(got[0]) != 0 || summary(got[1], true) != "2/1m0s" {
 		t.Errorf("got %s and %s, want the bkthomps limit replaced and 2/1m0s", summary(got[0], true), summary(got[1], true))
 	}
-	got = set.MatchAll("rl", []config.Descriptor{desc("foo", "x", "bar", "bkthomps")})
+	got = set.MatchAll("rl", []policy.Descriptor{desc("foo", "x", "bar", "bkthomps")})
 	if summary(got[0], true) != "bkthomps:1/1m0s" {
 		t.Errorf("alone: %s, want bkthomps:1/1m0s", summary(got[0], true))
 	}

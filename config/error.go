@@ -1,32 +1,18 @@
 package config
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
-// Error is a problem in a configuration file. Every error this package
-// returns is an *Error or, from LoadFiles, several joined with errors.Join;
-// errors.As finds it.
-type Error struct {
-	File string // the name given to Parse, or the path LoadFiles read
-	Line int    // 1-based; 0 when the problem is the file as a whole
-	Msg  string // the problem, with the descriptor it is in
-	Err  error  // the cause, if any: floodgate.ErrInvalidLimit for a limit the engine refuses
-}
-
-// Error renders "file:line: msg", or "file: msg" without a line.
-func (e *Error) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
-	}
-	return fmt.Sprintf("%s: %s", e.File, e.Msg)
-}
-
-// Unwrap returns the cause.
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a problem in a configuration file, at file:line. Every error
+// this package returns is an *Error or, from LoadFiles, several joined with
+// errors.Join; errors.As finds it. It is policy.Error, which NewSet also
+// returns for a domain defined twice.
+type Error = policy.Error
 
 // yamlLine matches the "yaml: line N: problem" errors of the YAML library.
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)

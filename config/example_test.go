@@ -4,10 +4,11 @@ import (
 	"fmt"
 
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 func Example() {
-	policy, err := config.Parse("api.yaml", []byte(`
+	p, err := config.Parse("api.yaml", []byte(`
 domain: api
 descriptors:
   - key: tenant
@@ -24,23 +25,23 @@ descriptors:
 		fmt.Println(err) // api.yaml:12: descriptor "api_key": ...
 		return
 	}
-	set, err := config.NewSet(policy)
+	set, err := policy.NewSet(p)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 
-	request := config.Descriptor{Entries: []config.Entry{{Key: "tenant", Value: "free"}, {Key: "user", Value: "42"}}}
+	request := policy.Descriptor{Entries: []policy.Entry{{Key: "tenant", Value: "free"}, {Key: "user", Value: "42"}}}
 	rules, ok := set.Match("api", request)
 	fmt.Println(ok, rules[0].Limit, rules[0].StateKey(request))
 
-	request = config.Descriptor{Entries: []config.Entry{{Key: "api_key", Value: "k-7"}}}
+	request = policy.Descriptor{Entries: []policy.Entry{{Key: "api_key", Value: "k-7"}}}
 	rules, _ = set.Match("api", request)
 	for _, r := range rules {
 		fmt.Printf("%s: %v, failure mode %q, key %s\n", r.Name, r.Limit, r.FailureMode, r.StateKey(request))
 	}
 
-	_, ok = set.Match("api", config.Descriptor{Entries: []config.Entry{{Key: "tenant", Value: "free"}}})
+	_, ok = set.Match("api", policy.Descriptor{Entries: []policy.Entry{{Key: "tenant", Value: "free"}}})
 	fmt.Println(ok)
 	// Output:
 	// true fixed_window 60/1m0s api/tenant=free/user=42

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // FuzzParse: no input panics; every error is a *Error that names the file;
@@ -41,13 +44,18 @@ func FuzzParse(f *testing.F) {
 		if p.Domain == "" {
 			t.Fatal("a policy without a domain")
 		}
-		set, err := NewSet(p)
+		set, err := policy.NewSet(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range p.Rules() {
+		exact := exactDescriptors(t, data)
+		rules := p.Rules()
+		if len(exact) != len(rules) {
+			t.Fatalf("%d rules in the policy, %d in the file", len(rules), len(exact))
+		}
+		for i, r := range rules {
 			checkRule(t, r)
-			d := exactDescriptor(r)
+			d := exact[i]
 			if d == nil {
 				continue
 			}
@@ -61,12 +69,12 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("Match(%s) returned %s, want %s", d, got.Path, r.Path)
 				}
 			}
-			set.MatchAll(p.Domain, []Descriptor{*d, {}})
+			set.MatchAll(p.Domain, []policy.Descriptor{*d, {}})
 		}
 	})
 }
 
-func checkRule(t *testing.T, r Rule) {
+func checkRule(t *testing.T, r policy.Rule) {
 	t.Helper()
 	switch {
 	case r.Unlimited:
@@ -84,8 +92,8 @@ func checkRule(t *testing.T, r Rule) {
 			t.Fatalf("%s: %v", r.Path, err)
 		}
 	}
-	if r.Count < 1 || r.Index < 0 || r.Index >= r.Count || len(r.steps) == 0 || r.Domain == "" {
-		t.Fatalf("%s: Index %d, Count %d, %d steps", r.Path, r.Index, r.Count, len(r.steps))
+	if r.Count < 1 || r.Index < 0 || r.Index >= r.Count || r.Domain == "" || !strings.HasPrefix(r.Path, r.Domain+".") {
+		t.Fatalf("%s: Index %d, Count %d, domain %q", r.Path, r.Index, r.Count, r.Domain)
 	}
 	for _, name := range r.Replaces {
 		if name == "" || name == r.Name {
@@ -94,20 +102,38 @@ func checkRule(t *testing.T, r Rule) {
 	}
 }
 
-// exactDescriptor is the request descriptor giving the rule's key and value
-// at every level, or nil when a level has no value.
-func exactDescriptor(r Rule) *Descriptor {
-	var d Descriptor
-	for _, s := range r.steps {
-		if s.value == "" {
-			return nil
-		}
-		d.Entries = append(d.Entries, Entry{s.key, s.value})
+// exactDescriptors are, for each rule of a file in the order of
+// Policy.Rules, the request descriptor giving the key and value of every
+// level down to the rule, or nil when a level has no value.
+func exactDescriptors(t *testing.T, data []byte) []*policy.Descriptor {
+	d, doc, err := read("fuzz.yaml", data)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return &d
+	f, err := d.document(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*policy.Descriptor
+	var walk func(nodes []*policy.Node, above []policy.Entry)
+	walk = func(nodes []*policy.Node, above []policy.Entry) {
+		for _, n := range nodes {
+			entries := append(above[:len(above):len(above)], policy.Entry{Key: n.Key, Value: n.Value})
+			var desc *policy.Descriptor
+			if !slices.ContainsFunc(entries, func(e policy.Entry) bool { return e.Value == "" }) {
+				desc = &policy.Descriptor{Entries: entries}
+			}
+			for range n.Rules {
+				out = append(out, desc)
+			}
+			walk(n.Children, entries)
+		}
+	}
+	walk(f.tree, nil)
+	return out
 }
 
-func containsRule(rules []Rule, r Rule) bool {
+func containsRule(rules []policy.Rule, r policy.Rule) bool {
 	for _, got := range rules {
 		if got.Path == r.Path && got.Index == r.Index && got.Line == r.Line {
 			return true

@@ -9,13 +9,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // ErrNoPolicy is what LoadFiles and Files.Parse wrap when the paths hold no
 // policy file at all: an empty directory, or one without *.yaml or *.yml
 // files. A service given such a path would enforce nothing, so it is an
 // error; a caller that means to run without limits tells it apart with
-// errors.Is and uses NewSet().
+// errors.Is and uses policy.NewSet().
 var ErrNoPolicy = errors.New("no policy")
 
 // LoadFiles parses files and directories into a Set. A directory
@@ -23,7 +25,7 @@ var ErrNoPolicy = errors.New("no policy")
 // nor hidden ones, in name order. Every file is parsed; the errors of all of
 // them come back joined. Paths that hold no file at all are an error
 // wrapping ErrNoPolicy.
-func LoadFiles(paths ...string) (*Set, error) {
+func LoadFiles(paths ...string) (*policy.Set, error) {
 	return ReadFiles(paths...).Parse()
 }
 
@@ -95,9 +97,9 @@ func ReadFiles(paths ...string) *Files {
 }
 
 // Parse builds the Set of the files read.
-func (f *Files) Parse() (*Set, error) {
+func (f *Files) Parse() (*policy.Set, error) {
 	errs := slices.Clone(f.errs)
-	var policies []*Policy
+	var policies []*policy.Policy
 	for _, file := range f.files {
 		p, err := Parse(file.path, file.data)
 		if err != nil {
@@ -118,7 +120,7 @@ func (f *Files) Parse() (*Set, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	return NewSet(policies...)
+	return policy.NewSet(policies...)
 }
 
 // Digest identifies what was read: each file's path, where its symbolic

@@ -6,18 +6,19 @@ import (
 	"testing"
 
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // desc builds a descriptor from key, value pairs.
-func desc(kv ...string) config.Descriptor {
-	var d config.Descriptor
+func desc(kv ...string) policy.Descriptor {
+	var d policy.Descriptor
 	for i := 0; i+1 < len(kv); i += 2 {
-		d.Entries = append(d.Entries, config.Entry{Key: kv[i], Value: kv[i+1]})
+		d.Entries = append(d.Entries, policy.Entry{Key: kv[i], Value: kv[i+1]})
 	}
 	return d
 }
 
-func loadValid(t testing.TB) *config.Set {
+func loadValid(t testing.TB) *policy.Set {
 	t.Helper()
 	set, err := config.LoadFiles("testdata/valid")
 	if err != nil {
@@ -28,7 +29,7 @@ func loadValid(t testing.TB) *config.Set {
 
 // summary renders rules compactly: "8/1s", "unlimited", "0/1m0s deny",
 // "11/1s shadow", "burst:5/1s+sustained:1000/1h0m0s"; "none" for no match.
-func summary(rules []config.Rule, ok bool) string {
+func summary(rules []policy.Rule, ok bool) string {
 	if !ok {
 		return "none"
 	}
@@ -63,7 +64,7 @@ func TestMatch(t *testing.T) {
 	tests := []struct {
 		name   string
 		domain string
-		d      config.Descriptor
+		d      policy.Descriptor
 		want   string
 	}{
 		// key+value over key alone
@@ -137,26 +138,26 @@ func TestMatchAllReplaces(t *testing.T) {
 	set := loadValid(t)
 	tests := []struct {
 		name string
-		ds   []config.Descriptor
+		ds   []policy.Descriptor
 		want []string
 	}{
 		{"alone, the named limit applies",
-			[]config.Descriptor{desc("app", "a", "user", "alice")},
+			[]policy.Descriptor{desc("app", "a", "user", "alice")},
 			[]string{"per_user:1/1m0s"}},
 		{"a matched limit that replaces it drops it",
-			[]config.Descriptor{desc("app", "a", "user", "alice"), desc("tier", "partner")},
+			[]policy.Descriptor{desc("app", "a", "user", "alice"), desc("tier", "partner")},
 			[]string{"", "6/1m0s"}},
 		{"in any order",
-			[]config.Descriptor{desc("from", "edge", "to", "billing"), desc("app", "a", "user", "alice")},
+			[]policy.Descriptor{desc("from", "edge", "to", "billing"), desc("app", "a", "user", "alice")},
 			[]string{"3/1m0s", ""}},
 		{"a replaces that names nothing matched changes nothing",
-			[]config.Descriptor{desc("tier", "partner"), desc("app", "a", "user", "bob")},
+			[]policy.Descriptor{desc("tier", "partner"), desc("app", "a", "user", "bob")},
 			[]string{"6/1m0s", "9/1m0s"}},
 		{"an unnamed limit is never replaced",
-			[]config.Descriptor{desc("tier", "partner"), desc("cart", "c")},
+			[]policy.Descriptor{desc("tier", "partner"), desc("cart", "c")},
 			[]string{"6/1m0s", "none"}},
 		{"unmatched descriptors stay empty",
-			[]config.Descriptor{desc("nope", "x")},
+			[]policy.Descriptor{desc("nope", "x")},
 			[]string{"none"}},
 	}
 	for _, tt := range tests {
@@ -185,7 +186,7 @@ func TestStateKey(t *testing.T) {
 	set := loadValid(t)
 	tests := []struct {
 		domain string
-		d      config.Descriptor
+		d      policy.Descriptor
 		want   []string
 	}{
 		{"shop", desc("cart", "c-1"), []string{"shop/cart=c-1"}},
@@ -229,9 +230,9 @@ descriptors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cset, _ := config.NewSet(p)
-	seen := map[string]config.Descriptor{}
-	for _, d := range []config.Descriptor{
+	cset, _ := policy.NewSet(p)
+	seen := map[string]policy.Descriptor{}
+	for _, d := range []policy.Descriptor{
 		desc("a", "b=c"), desc("a=b", "c"), desc("a/b", ""), desc("a", "/b="), desc("a", "", "b", ""), desc("a", "b/c"),
 	} {
 		rules, ok := cset.Match("c", d)
@@ -253,7 +254,7 @@ func TestMetricKey(t *testing.T) {
 	set := loadValid(t)
 	tests := []struct {
 		domain string
-		d      config.Descriptor
+		d      policy.Descriptor
 		want   string
 	}{
 		{"shop", desc("cart", "c-1"), "shop.cart"},
@@ -282,7 +283,7 @@ func TestMetricKey(t *testing.T) {
 // Match is the hot path of every decision: it must not allocate.
 func TestMatchDoesNotAllocate(t *testing.T) {
 	set := loadValid(t)
-	ds := []config.Descriptor{
+	ds := []policy.Descriptor{
 		desc("cart", "c-1"), desc("region", "eu", "client", "mobile"), desc("route", "/v1/users"), desc("nope", "x"),
 	}
 	allocs := testing.AllocsPerRun(100, func() {

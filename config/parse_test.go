@@ -12,6 +12,7 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
@@ -181,12 +182,12 @@ func TestParseLimit(t *testing.T) {
 func TestCounts(t *testing.T) {
 	for _, tc := range []struct {
 		name, rateLimit string
-		want            config.Counts
+		want            policy.Counts
 	}{
-		{"units by default, as in Envoy", `{unit: minute, requests_per_unit: 60}`, config.CountsUnits},
-		{"units", `{unit: minute, requests_per_unit: 60, counts: units}`, config.CountsUnits},
-		{"requests", `{unit: minute, requests_per_unit: 60, counts: requests}`, config.CountsRequests},
-		{"requests, on a limit that denies everything", `{unit: minute, requests_per_unit: 0, counts: requests}`, config.CountsRequests},
+		{"units by default, as in Envoy", `{unit: minute, requests_per_unit: 60}`, policy.CountsUnits},
+		{"units", `{unit: minute, requests_per_unit: 60, counts: units}`, policy.CountsUnits},
+		{"requests", `{unit: minute, requests_per_unit: 60, counts: requests}`, policy.CountsRequests},
+		{"requests, on a limit that denies everything", `{unit: minute, requests_per_unit: 0, counts: requests}`, policy.CountsRequests},
 		{"nothing on an unlimited limit", `{unlimited: true}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,12 +218,12 @@ func TestRuleFields(t *testing.T) {
 		t.Fatalf("%d rules in llm, want 4", len(rules))
 	}
 	tpm := rules[3]
-	want := config.Rule{
+	want := policy.Rule{
 		Name:        "tpm",
 		Limit:       floodgate.Limit{Algorithm: floodgate.SlidingWindow, Rate: 90000, Period: time.Minute},
 		FailureMode: failover.FailLocal,
-		Strategy:    config.StrategyExact,
-		Counts:      config.CountsUnits,
+		Strategy:    policy.StrategyExact,
+		Counts:      policy.CountsUnits,
 		Domain:      "llm",
 		Path:        "llm.model_large",
 		Index:       1,
@@ -230,7 +231,7 @@ func TestRuleFields(t *testing.T) {
 		File:        filepath.Join("testdata", "valid", "multiple_limits.yaml"),
 		Line:        28,
 	}
-	if rpm := rules[2]; rpm.Name != "rpm" || rpm.Counts != config.CountsRequests {
+	if rpm := rules[2]; rpm.Name != "rpm" || rpm.Counts != policy.CountsRequests {
 		t.Errorf("rpm: %q counts %q, want rpm counting requests", rpm.Name, rpm.Counts)
 	}
 	if tpm.Name != want.Name || tpm.Limit != want.Limit || tpm.FailureMode != want.FailureMode ||
@@ -240,7 +241,7 @@ func TestRuleFields(t *testing.T) {
 	}
 
 	g, _ := set.Policy("gateway")
-	var model config.Rule
+	var model policy.Rule
 	for _, r := range g.Rules() {
 		if r.Path == "gateway.model_small" {
 			model = r
@@ -467,7 +468,7 @@ descriptors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, _ := config.NewSet(p)
+	set, _ := policy.NewSet(p)
 	if rules, ok := set.Match("d", desc("a", "x")); ok {
 		t.Errorf("a: %v", rules)
 	}
@@ -490,15 +491,15 @@ func TestStrategyParams(t *testing.T) {
 	set := loadValid(t)
 	p, _ := set.Policy("fleet")
 	want := map[string]struct {
-		strategy config.Strategy
-		params   config.StrategyParams
+		strategy policy.Strategy
+		params   policy.StrategyParams
 	}{
-		"exact":   {config.StrategyExact, config.StrategyParams{}},
-		"local":   {config.StrategyLocal, config.StrategyParams{}},
-		"leased":  {config.StrategyLeased, config.StrategyParams{Interval: 250 * time.Millisecond}},
-		"synced":  {config.StrategySynced, config.StrategyParams{Interval: time.Second}},
-		"sampled": {config.StrategySampled, config.StrategyParams{OneIn: 20}},
-		"gossip":  {config.StrategyGossip, config.StrategyParams{Interval: 50 * time.Millisecond}},
+		"exact":   {policy.StrategyExact, policy.StrategyParams{}},
+		"local":   {policy.StrategyLocal, policy.StrategyParams{}},
+		"leased":  {policy.StrategyLeased, policy.StrategyParams{Interval: 250 * time.Millisecond}},
+		"synced":  {policy.StrategySynced, policy.StrategyParams{Interval: time.Second}},
+		"sampled": {policy.StrategySampled, policy.StrategyParams{OneIn: 20}},
+		"gossip":  {policy.StrategyGossip, policy.StrategyParams{Interval: 50 * time.Millisecond}},
 	}
 	rules := p.Rules()
 	if len(rules) != len(want) {

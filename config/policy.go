@@ -13,88 +13,41 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
-// Policy is one file: a domain and its tree of descriptors. It does not
-// change once parsed; its fields are for reading.
-type Policy struct {
-	Domain string
-	File   string // the name it was parsed under
-
-	domainLine int
-	root       *level
-	routes     []*Route
-}
-
-// level is the descriptors at one depth under one parent.
-type level struct {
-	nodes    []*node            // in file order
-	exact    map[Entry]*node    // descriptors with a value, wildcards included (by their literal value)
-	wildcard map[string][]*node // key -> descriptors whose value ends with "*", in file order
-	keyOnly  map[string]*node   // key -> the descriptor with that key and no value
-}
-
-// node is one descriptor.
-type node struct {
-	step
-	rules    []Rule // its limits; nil when it has none
-	children *level // nil when it has none
-}
-
-func newLevel() *level {
-	return &level{exact: map[Entry]*node{}, wildcard: map[string][]*node{}, keyOnly: map[string]*node{}}
-}
-
-// lookup finds the descriptor an entry takes at this level: key and value,
-// else the first wildcard whose prefix the value has, else key alone.
-func (l *level) lookup(e Entry) *node {
-	if n := l.exact[e]; n != nil {
-		return n
-	}
-	for _, n := range l.wildcard[e.Key] {
-		if strings.HasPrefix(e.Value, n.value[:len(n.value)-1]) {
-			return n
-		}
-	}
-	return l.keyOnly[e.Key]
-}
-
-// Rules lists every limit of the policy, in file order.
-func (p *Policy) Rules() []Rule {
-	var out []Rule
-	var walk func(*level)
-	walk = func(l *level) {
-		for _, n := range l.nodes {
-			out = append(out, n.rules...)
-			if n.children != nil {
-				walk(n.children)
-			}
-		}
-	}
-	walk(p.root)
-	return out
-}
-
 // Parse reads one file. name is how errors refer to it, usually its path.
-func Parse(name string, data []byte) (*Policy, error) {
+func Parse(name string, data []byte) (*policy.Policy, error) {
+	d, doc, err := read(name, data)
+	if err != nil {
+		return nil, err
+	}
+	f, err := d.document(doc)
+	if err != nil {
+		return nil, err
+	}
+	return d.build(f)
+}
+
+// read parses the one YAML document of a file.
+func read(name string, data []byte) (*decoder, *yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := decodeYAML(dec, &doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, &Error{File: name, Msg: "empty file: want a domain and its descriptors"}
+			return nil, nil, &Error{File: name, Msg: "empty file: want a domain and its descriptors"}
 		}
-		return nil, syntaxError(name, err)
+		return nil, nil, syntaxError(name, err)
 	}
 	var extra yaml.Node
 	switch err := decodeYAML(dec, &extra); {
 	case err == nil:
-		return nil, &Error{File: name, Line: extra.Line,
+		return nil, nil, &Error{File: name, Line: extra.Line,
 			Msg: "a second YAML document: a file holds one domain, put each in its own file"}
 	case !errors.Is(err, io.EOF):
-		return nil, syntaxError(name, err)
+		return nil, nil, syntaxError(name, err)
 	}
-	d := &decoder{file: name, budget: nodeBudget(len(data))}
-	return d.policy(&doc)
+	return &decoder{file: name, budget: nodeBudget(len(data))}, &doc, nil
 }
 
 // decodeYAML reads the next document, turning a panic of the YAML library
@@ -108,54 +61,66 @@ func decodeYAML(dec *yaml.Decoder, n *yaml.Node) (err error) {
 	return dec.Decode(n)
 }
 
-func (d *decoder) policy(doc *yaml.Node) (*Policy, error) {
+// document is a file with its descriptors decoded; its routes need the
+// domain's matcher to be checked, so they wait for build.
+type document struct {
+	domain          string
+	domainLine      int
+	tree            []*policy.Node
+	routes, trusted *yaml.Node // nil when not given
+}
+
+func (d *decoder) document(doc *yaml.Node) (document, error) {
+	var f document
 	root := doc
 	if doc.Kind == yaml.DocumentNode {
 		if len(doc.Content) == 0 {
-			return nil, d.errorf(doc, "empty file: want a domain and its descriptors")
+			return f, d.errorf(doc, "empty file: want a domain and its descriptors")
 		}
 		root = doc.Content[0]
 	}
 	if r, err := d.resolve(root); err == nil && isNull(r) {
-		return nil, d.errorf(r, "empty file: want a domain and its descriptors")
+		return f, d.errorf(r, "empty file: want a domain and its descriptors")
 	}
 	fs, err := d.fields(root, "the file")
 	if err != nil {
-		return nil, err
+		return f, err
 	}
-	p := &Policy{File: d.file, root: newLevel()}
-	var descriptors, routes, trusted *yaml.Node
-	for _, f := range fs {
-		switch f.name {
+	var descriptors *yaml.Node
+	for _, fl := range fs {
+		switch fl.name {
 		case "domain":
-			if p.Domain, err = d.str(f.value, "domain"); err != nil {
-				return nil, err
+			if f.domain, err = d.str(fl.value, "domain"); err != nil {
+				return f, err
 			}
-			p.domainLine = f.key.Line
+			f.domainLine = fl.key.Line
 		case "descriptors":
-			descriptors = f.value
+			descriptors = fl.value
 		case "routes":
-			routes = f.value
+			f.routes = fl.value
 		case "trusted_proxies":
-			trusted = f.value
+			f.trusted = fl.value
 		default:
-			return nil, d.unknown(f, "", topFields)
+			return f, d.unknown(fl, "", topFields)
 		}
 	}
-	if p.Domain == "" {
-		return nil, d.errorf(root, "domain is required and must not be empty")
+	if f.domain == "" {
+		return f, d.errorf(root, "domain is required and must not be empty")
 	}
 	if descriptors != nil {
-		if err := d.descriptors(descriptors, p.Domain, "", nil, p.root); err != nil {
-			return nil, err
-		}
+		f.tree, err = d.descriptors(descriptors, "")
 	}
-	if routes != nil {
-		if err := d.routes(routes, trusted, p); err != nil {
-			return nil, err
-		}
-	} else if trusted != nil {
-		return nil, d.errorf(trusted, "trusted_proxies applies to routes, and this file has none")
+	return f, err
+}
+
+// build makes the policy of a document, reading its routes against it.
+func (d *decoder) build(f document) (*policy.Policy, error) {
+	p := policy.New(f.domain, d.file, f.domainLine, f.tree)
+	switch {
+	case f.routes != nil:
+		return d.routes(f.routes, f.trusted, p)
+	case f.trusted != nil:
+		return nil, d.errorf(f.trusted, "trusted_proxies applies to routes, and this file has none")
 	}
 	return p, nil
 }
@@ -181,20 +146,24 @@ func (d *decoder) unknown(f field, context string, known []string) *Error {
 	return d.errorf(f.key, "%s", msg)
 }
 
-// descriptors loads a list of descriptors into l. parent is the Envoy-style
-// path of the parent descriptor under the domain ("tenant_free"; "" at the
-// top), steps the matches leading to it.
-func (d *decoder) descriptors(n *yaml.Node, domain, parent string, steps []step, l *level) error {
+// descriptors reads a list of descriptors under the one at parent, the
+// Envoy-style path of the parent descriptor under the domain
+// ("tenant_free"; "" at the top).
+func (d *decoder) descriptors(n *yaml.Node, parent string) ([]*policy.Node, error) {
 	items, err := d.items(n, within(parent, "descriptors"))
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var out []*policy.Node
+	seen := map[policy.Entry]bool{} // key-only descriptors with Value ""
 	for i, item := range items {
-		if err := d.descriptor(item, domain, parent, i, steps, l); err != nil {
-			return err
+		nd, err := d.descriptor(item, parent, i, seen)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, nd)
 	}
-	return nil
+	return out, nil
 }
 
 // within names something inside the descriptor at path, for errors.
@@ -205,38 +174,31 @@ func within(path, what string) string {
 	return fmt.Sprintf("descriptor %q: %s", path, what)
 }
 
-func (d *decoder) descriptor(n *yaml.Node, domain, parent string, index int, steps []step, l *level) error {
+func (d *decoder) descriptor(n *yaml.Node, parent string, index int, seen map[policy.Entry]bool) (*policy.Node, error) {
 	where := within(parent, fmt.Sprintf("descriptors[%d]", index))
 	fs, err := d.fields(n, where)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	nd := &node{}
+	nd := &policy.Node{}
 	// The key and value first: they name the descriptor in every other error.
 	for _, f := range fs {
 		switch f.name {
 		case "key":
-			if nd.key, err = d.str(f.value, where+": key"); err != nil {
-				return err
+			if nd.Key, err = d.str(f.value, where+": key"); err != nil {
+				return nil, err
 			}
 		case "value":
-			if nd.value, err = d.str(f.value, where+": value"); err != nil {
-				return err
+			if nd.Value, err = d.str(f.value, where+": value"); err != nil {
+				return nil, err
 			}
 		}
 	}
-	if nd.key == "" {
-		return d.errorf(n, "%s: key is required and must not be empty", where)
+	if nd.Key == "" {
+		return nil, d.errorf(n, "%s: key is required and must not be empty", where)
 	}
-	path := nd.key
-	if nd.value != "" {
-		path += "_" + nd.value
-	}
-	if parent != "" {
-		path = parent + "." + path
-	}
+	path := policy.JoinPath(parent, nd.Key, nd.Value)
 	ctx := fmt.Sprintf("descriptor %q", path)
-	nd.wildcard = strings.HasSuffix(nd.value, "*")
 
 	var limitNode, limitsNode, children, metadata *yaml.Node
 	var limitsKey, shareKey *yaml.Node
@@ -261,59 +223,59 @@ func (d *decoder) descriptor(n *yaml.Node, domain, parent string, index int, ste
 		case "detailed_metric":
 			detailed, err = d.boolean(f.value, ctx+": detailed_metric")
 		case "value_to_metric":
-			nd.valueToMetric, err = d.boolean(f.value, ctx+": value_to_metric")
+			nd.ValueToMetric, err = d.boolean(f.value, ctx+": value_to_metric")
 		case "share_threshold":
-			nd.share, err = d.boolean(f.value, ctx+": share_threshold")
+			nd.ShareThreshold, err = d.boolean(f.value, ctx+": share_threshold")
 			shareKey = f.key
 		case "metadata":
 			if !isNull(f.value) {
 				metadata = f.value
 			}
 		default:
-			return d.unknown(f, ctx, descriptorFields)
+			return nil, d.unknown(f, ctx, descriptorFields)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 
-	if nd.share && !nd.wildcard {
-		return d.errorf(shareKey, "%s: share_threshold needs a wildcard value (one ending in \"*\")", ctx)
+	if nd.ShareThreshold && !strings.HasSuffix(nd.Value, "*") {
+		return nil, d.errorf(shareKey, "%s: share_threshold needs a wildcard value (one ending in \"*\")", ctx)
 	}
-	if nd.value == "" {
-		if l.keyOnly[nd.key] != nil {
-			return d.errorf(n, "%s: duplicate descriptor: key %q without a value is already defined at this level", ctx, nd.key)
-		}
-	} else if l.exact[Entry{nd.key, nd.value}] != nil {
-		return d.errorf(n, "%s: duplicate descriptor: key %q with value %q is already defined at this level", ctx, nd.key, nd.value)
+	switch entry := (policy.Entry{Key: nd.Key, Value: nd.Value}); {
+	case seen[entry] && nd.Value == "":
+		return nil, d.errorf(n, "%s: duplicate descriptor: key %q without a value is already defined at this level", ctx, nd.Key)
+	case seen[entry]:
+		return nil, d.errorf(n, "%s: duplicate descriptor: key %q with value %q is already defined at this level", ctx, nd.Key, nd.Value)
+	default:
+		seen[entry] = true
 	}
 
 	var meta map[string]any
 	if metadata != nil {
 		if metadata.Kind != yaml.MappingNode {
-			return d.errorf(metadata, "%s: metadata must be a mapping, not %s", ctx, kindName(metadata))
+			return nil, d.errorf(metadata, "%s: metadata must be a mapping, not %s", ctx, kindName(metadata))
 		}
 		v, err := d.anyValue(metadata, ctx+": metadata")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		meta = v.(map[string]any)
 	}
 
-	steps = append(steps[:len(steps):len(steps)], nd.step)
 	var specs []*yaml.Node
 	var labels []string
 	switch {
 	case limitNode != nil && limitsNode != nil:
-		return d.errorf(limitsKey, "%s: give rate_limit or rate_limits, not both", ctx)
+		return nil, d.errorf(limitsKey, "%s: give rate_limit or rate_limits, not both", ctx)
 	case limitNode != nil:
 		specs, labels = []*yaml.Node{limitNode}, []string{"rate_limit"}
 	case limitsNode != nil:
 		if specs, err = d.items(limitsNode, ctx+": rate_limits"); err != nil {
-			return err
+			return nil, err
 		}
 		if len(specs) == 0 {
-			return d.errorf(limitsNode, "%s: rate_limits is empty: remove it or give at least one limit", ctx)
+			return nil, d.errorf(limitsNode, "%s: rate_limits is empty: remove it or give at least one limit", ctx)
 		}
 		for i := range specs {
 			labels = append(labels, fmt.Sprintf("rate_limits[%d]", i))
@@ -323,44 +285,25 @@ func (d *decoder) descriptor(n *yaml.Node, domain, parent string, index int, ste
 	for i, spec := range specs {
 		r, err := d.limit(spec, ctx+": "+labels[i])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if r.Name != "" {
 			if names[r.Name] {
-				return d.errorf(spec, "%s: %s: name %q is used by another limit of this descriptor", ctx, labels[i], r.Name)
+				return nil, d.errorf(spec, "%s: %s: name %q is used by another limit of this descriptor", ctx, labels[i], r.Name)
 			}
 			names[r.Name] = true
 		}
 		r.ShadowMode, r.QuotaMode, r.DetailedMetric = shadow, quota, detailed
 		r.Metadata = meta
-		r.Domain = domain
-		r.Path = domain + "." + path
-		r.Index, r.Count = i, len(specs)
-		r.File = d.file
-		r.steps = steps
-		nd.rules = append(nd.rules, r)
+		nd.Rules = append(nd.Rules, r)
 	}
 
 	if children != nil {
-		nd.children = newLevel()
-		if err := d.descriptors(children, domain, path, steps, nd.children); err != nil {
-			return err
-		}
-		if len(nd.children.nodes) == 0 {
-			nd.children = nil
+		if nd.Children, err = d.descriptors(children, path); err != nil {
+			return nil, err
 		}
 	}
-
-	l.nodes = append(l.nodes, nd)
-	if nd.value == "" {
-		l.keyOnly[nd.key] = nd
-	} else {
-		l.exact[Entry{nd.key, nd.value}] = nd
-		if nd.wildcard {
-			l.wildcard[nd.key] = append(l.wildcard[nd.key], nd)
-		}
-	}
-	return nil
+	return nd, nil
 }
 
 // Units are Envoy's, with its lengths: a month is 30 days, a year 365.
@@ -395,12 +338,12 @@ func unitNames() string {
 }
 
 // limit reads one rate_limit. ctx names it in errors.
-func (d *decoder) limit(n *yaml.Node, ctx string) (Rule, error) {
+func (d *decoder) limit(n *yaml.Node, ctx string) (policy.Rule, error) {
 	fs, err := d.fields(n, ctx)
 	if err != nil {
-		return Rule{}, err
+		return policy.Rule{}, err
 	}
-	r := Rule{Line: n.Line}
+	r := policy.Rule{Line: n.Line}
 	given := map[string]*yaml.Node{}
 	var rate, burst int64
 	var period time.Duration
@@ -484,7 +427,7 @@ func (d *decoder) limit(n *yaml.Node, ctx string) (Rule, error) {
 		r.Limit.Algorithm = floodgate.FixedWindow
 	}
 	if r.Counts == "" {
-		r.Counts = CountsUnits
+		r.Counts = policy.CountsUnits
 	}
 	if given["burst"] != nil && !isBucket(r.Limit.Algorithm) {
 		return r, d.errorf(given["burst"], "%s: burst applies to %s and %s only, not to %s",
@@ -511,15 +454,15 @@ func (d *decoder) limit(n *yaml.Node, ctx string) (Rule, error) {
 }
 
 // counts reads what a limit counts: requests or units.
-func (d *decoder) counts(n *yaml.Node, what string) (Counts, error) {
+func (d *decoder) counts(n *yaml.Node, what string) (policy.Counts, error) {
 	s, err := d.str(n, what)
 	if err != nil {
 		return "", err
 	}
-	if !slices.Contains(CountsKinds(), Counts(s)) {
+	if !slices.Contains(policy.CountsKinds(), policy.Counts(s)) {
 		return "", d.errorf(n, "%s: %q is not a kind of count: want requests (1 per request) or units (the request's cost)", what, s)
 	}
-	return Counts(s), nil
+	return policy.Counts(s), nil
 }
 
 // replaces reads a list of {name: other}.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // refNode is a descriptor in a direct transcription of envoyproxy/ratelimit's
@@ -19,7 +20,7 @@ type refNode struct {
 	limit     int64 // 0: none
 }
 
-func (n *refNode) get(entries []config.Entry) int64 {
+func (n *refNode) get(entries []policy.Entry) int64 {
 	var limit int64
 	m, prev := n.children, n
 	for i, e := range entries {
@@ -101,11 +102,11 @@ func TestMatchAgainstEnvoyReference(t *testing.T) {
 		if err != nil {
 			t.Fatalf("iteration %d: %v\n%s", iter, err, yaml.String())
 		}
-		set, _ := config.NewSet(p)
+		set, _ := policy.NewSet(p)
 		for range 20 {
-			var d config.Descriptor
+			var d policy.Descriptor
 			for range 1 + rng.IntN(4) {
-				d.Entries = append(d.Entries, config.Entry{
+				d.Entries = append(d.Entries, policy.Entry{
 					Key: keys[rng.IntN(len(keys))], Value: requestValues[rng.IntN(len(requestValues))]})
 			}
 			want := ref.get(d.Entries)

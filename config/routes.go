@@ -1,244 +1,15 @@
 package config
 
 import (
-	"errors"
 	"fmt"
-	"maps"
-	"net/http"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/floodgate-io/floodgate/httplimit"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
-
-// Errors about one request that a Route cannot turn into descriptors. The
-// gateway answers them with 400: the client must fix its request.
-var (
-	// ErrMissingValue: an entry's request part is absent (no such header).
-	ErrMissingValue = errors.New("config: request lacks a value a route needs")
-	// ErrBadCost: the cost header is absent, malformed or below 1.
-	ErrBadCost = errors.New("config: request has no valid cost")
-)
-
-// Route maps the requests it matches onto descriptors of its file's domain
-// and a cost. A request takes the first route, in load order, that matches
-// its host, path and method; see the package documentation. Routes come
-// from Parse, which prepares their matching; treat them as read-only.
-type Route struct {
-	// Name identifies the route in logs; "routes[i]" when the file gives none.
-	Name string
-	// Domain is the domain of the file the route is written in.
-	Domain string
-	// Host is "" (any host), a lower-case host name, or "*.suffix", which
-	// matches every name ending in ".suffix" but not "suffix" itself.
-	Host string
-	// PathPrefix is "" (any path) or a prefix matched at a segment
-	// boundary: "/api" matches "/api" and "/api/x", not "/apix".
-	PathPrefix string
-	// Methods lists the methods matched, upper case; empty matches any.
-	Methods []string
-	// Descriptors are what a matched request is limited by; none means the
-	// route forwards its requests unlimited.
-	Descriptors []RouteDescriptor
-	// Cost is what a request takes when CostHeader is "" (at least 1): the
-	// cost of the limits that count units (config.Counts), which are those
-	// a reconciling route corrects. The limits that count requests take 1.
-	Cost int64
-	// CostHeader, when set, names the request header that holds the cost.
-	CostHeader string
-	// Costs gives the limits it names costs of their own, whatever they
-	// count, in place of the above; nil when the route names none. Named
-	// limits are never reconciled.
-	Costs map[string]LimitCost
-	// ActualHeader or ActualTrailer, when set, name the response header or
-	// trailer that says what the request really cost: the cost above is
-	// then an estimate, reserved when the request is decided, and the
-	// difference is charged or refunded when the response is complete (an
-	// LLM API's tokens).
-	ActualHeader, ActualTrailer string
-	// File and Line are where the route is written.
-	File string
-	Line int
-
-	pathMatch httplimit.KeyFunc // nil when PathPrefix is ""
-	hostMatch httplimit.KeyFunc // normalises r.Host
-	cost      httplimit.CostFunc
-	actual    httplimit.ActualFunc // nil unless the cost is reconciled
-	fixed     map[string]int64     // Costs, when none comes from a header
-}
-
-// LimitCost is the cost a route gives one limit by name: Cost, or the
-// whole number (0 or more) in the request header Header when it is set.
-type LimitCost struct {
-	Cost   int64
-	Header string
-
-	read httplimit.CostFunc // of Header; nil in a LimitCost built by hand
-}
-
-// RequestCost is what one request of a route costs.
-type RequestCost struct {
-	// Units is what the limits that count units take: the route's cost.
-	Units int64
-	// Named are the costs of the limits the route names, whatever they
-	// count; nil when it names none. The map may be shared between
-	// requests: read it only.
-	Named map[string]int64
-}
-
-// Reconciles reports whether the route's cost is an estimate to correct
-// from the response (ActualCost).
-func (rt *Route) Reconciles() bool { return rt.actual != nil }
-
-// ActualCost reads what a request of a reconciling route really cost from
-// its finished response. An error wraps ErrBadCost and names the field.
-func (rt *Route) ActualCost(resp *httplimit.Response) (int64, error) {
-	if rt.actual == nil {
-		return 0, fmt.Errorf("route %q: %w: the route does not reconcile its cost", rt.Name, ErrBadCost)
-	}
-	n, err := rt.actual(resp)
-	if err != nil {
-		return 0, fmt.Errorf("route %q: %w: %w", rt.Name, ErrBadCost, err)
-	}
-	return n, nil
-}
-
-// RouteDescriptor is one descriptor a route builds from a request.
-type RouteDescriptor struct {
-	Entries []RouteEntry
-	// SkipIfMissing drops this descriptor from a request that lacks one of
-	// its values; without it such a request is refused (ErrMissingValue).
-	SkipIfMissing bool
-}
-
-// RouteEntry is one (key, value) entry whose value comes from the request.
-type RouteEntry struct {
-	Key string
-	// From is where the value comes from, as written: "ip", "header:NAME",
-	// "path", "method", "host"; "" for the constant Value.
-	From  string
-	Value string
-
-	value httplimit.KeyFunc
-}
-
-// Routes lists the routes of the policy, in file order.
-func (p *Policy) Routes() []*Route { return p.routes }
-
-// Routes lists every route, in the order requests try them.
-func (s *Set) Routes() []*Route { return s.routes }
-
-// RouteFor returns the first route that matches r, or nil when none does.
-func (s *Set) RouteFor(r *http.Request) *Route {
-	for _, rt := range s.routes {
-		if rt.Matches(r) {
-			return rt
-		}
-	}
-	return nil
-}
-
-// Matches reports whether r's host, path and method are the route's.
-func (rt *Route) Matches(r *http.Request) bool {
-	if len(rt.Methods) > 0 && !slices.Contains(rt.Methods, r.Method) {
-		return false
-	}
-	if rt.pathMatch != nil {
-		if _, ok := rt.pathMatch(r); !ok {
-			return false
-		}
-	}
-	if rt.Host == "" {
-		return true
-	}
-	hostOf := rt.hostMatch
-	if hostOf == nil { // a Route built by hand rather than parsed
-		hostOf = httplimit.ByHost()
-	}
-	host, _ := hostOf(r)
-	if suffix, ok := strings.CutPrefix(rt.Host, "*"); ok {
-		return len(host) > len(suffix) && strings.HasSuffix(host, suffix)
-	}
-	return host == rt.Host
-}
-
-// Request turns r into the route's descriptors and cost. An error wraps
-// ErrMissingValue or ErrBadCost and names the entry or header at fault.
-func (rt *Route) Request(r *http.Request) ([]Descriptor, RequestCost, error) {
-	descs := make([]Descriptor, 0, len(rt.Descriptors))
-	for i := range rt.Descriptors {
-		rd := &rt.Descriptors[i]
-		d, err := rd.build(r)
-		if err != nil {
-			if rd.SkipIfMissing {
-				continue
-			}
-			return nil, RequestCost{}, fmt.Errorf("route %q: %w", rt.Name, err)
-		}
-		descs = append(descs, d)
-	}
-	cost := RequestCost{Units: rt.Cost, Named: rt.fixed}
-	if rt.cost != nil {
-		n, err := rt.cost(r)
-		if err == nil && n < 1 {
-			err = fmt.Errorf("header %s must be at least 1, got %d", rt.CostHeader, n)
-		}
-		if err != nil {
-			return nil, RequestCost{}, fmt.Errorf("route %q: %w: %w", rt.Name, ErrBadCost, err)
-		}
-		cost.Units = n
-	}
-	if rt.Costs != nil && rt.fixed == nil {
-		named, err := rt.namedCosts(r)
-		if err != nil {
-			return nil, RequestCost{}, fmt.Errorf("route %q: %w: %w", rt.Name, ErrBadCost, err)
-		}
-		cost.Named = named
-	}
-	return descs, cost, nil
-}
-
-// namedCosts reads the costs the route gives limits by name, some from
-// the request's headers.
-func (rt *Route) namedCosts(r *http.Request) (map[string]int64, error) {
-	out := make(map[string]int64, len(rt.Costs))
-	for _, name := range slices.Sorted(maps.Keys(rt.Costs)) { // the same error first every time
-		c := rt.Costs[name]
-		if c.Header == "" {
-			out[name] = c.Cost
-			continue
-		}
-		read := c.read
-		if read == nil {
-			read = httplimit.CostFromHeader(c.Header)
-		}
-		n, err := read(r)
-		if err != nil {
-			return nil, fmt.Errorf("the cost of limit %q: %w", name, err)
-		}
-		out[name] = n
-	}
-	return out, nil
-}
-
-func (rd *RouteDescriptor) build(r *http.Request) (Descriptor, error) {
-	entries := make([]Entry, len(rd.Entries))
-	for i, e := range rd.Entries {
-		v, ok := e.Value, e.Value != ""
-		if e.value != nil { // nil in an entry built by hand: its constant Value
-			v, ok = e.value(r)
-		}
-		if !ok {
-			return Descriptor{}, fmt.Errorf("%w: no %s for entry %q", ErrMissingValue, e.From, e.Key)
-		}
-		entries[i] = Entry{Key: e.Key, Value: v}
-	}
-	return Descriptor{Entries: entries}, nil
-}
 
 var (
 	routeFields      = []string{"name", "host", "path_prefix", "methods", "descriptors", "cost", "costs"}
@@ -246,24 +17,26 @@ var (
 	routeEntryFields = []string{"key", "from", "value"}
 )
 
-// routes reads the routes section of a file whose descriptors are loaded.
-func (d *decoder) routes(n, trustedNode *yaml.Node, p *Policy) error {
+// routes reads the routes section of a file whose descriptors are loaded
+// into p, and returns p with the routes.
+func (d *decoder) routes(n, trustedNode *yaml.Node, p *policy.Policy) (*policy.Policy, error) {
 	trusted, err := d.trustedProxies(trustedNode)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	items, err := d.items(n, "routes")
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var routes []*policy.Route
 	for i, item := range items {
-		rt, err := d.route(item, fmt.Sprintf("routes[%d]", i), trusted, p)
+		rt, err := d.route(item, fmt.Sprintf("routes[%d]", i), p)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		p.routes = append(p.routes, rt)
+		routes = append(routes, rt)
 	}
-	return nil
+	return p.WithRoutes(routes, trusted), nil
 }
 
 // trustedProxies reads the CIDRs whose forwarding headers "from: ip"
@@ -292,12 +65,12 @@ func (d *decoder) trustedProxies(n *yaml.Node) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func (d *decoder) route(n *yaml.Node, where string, trusted []netip.Prefix, p *Policy) (*Route, error) {
+func (d *decoder) route(n *yaml.Node, where string, p *policy.Policy) (*policy.Route, error) {
 	fs, err := d.fields(n, where)
 	if err != nil {
 		return nil, err
 	}
-	rt := &Route{Name: where, Domain: p.Domain, Cost: 1, File: d.file, Line: n.Line, hostMatch: httplimit.ByHost()}
+	rt := &policy.Route{Name: where, Domain: p.Domain, Cost: 1, File: d.file, Line: n.Line}
 	for _, f := range fs {
 		if f.name == "name" {
 			if rt.Name, err = d.str(f.value, where+": name"); err != nil {
@@ -340,7 +113,7 @@ func (d *decoder) route(n *yaml.Node, where string, trusted []netip.Prefix, p *P
 		return nil, err
 	}
 	for i, item := range items {
-		rd, err := d.routeDescriptor(item, fmt.Sprintf("%s: descriptors[%d]", where, i), trusted, p)
+		rd, err := d.routeDescriptor(item, fmt.Sprintf("%s: descriptors[%d]", where, i), p)
 		if err != nil {
 			return nil, err
 		}
@@ -349,7 +122,7 @@ func (d *decoder) route(n *yaml.Node, where string, trusted []netip.Prefix, p *P
 	return rt, nil
 }
 
-func (d *decoder) routeHost(n *yaml.Node, where string, rt *Route) error {
+func (d *decoder) routeHost(n *yaml.Node, where string, rt *policy.Route) error {
 	s, err := d.str(n, where+": host")
 	if err != nil {
 		return err
@@ -368,7 +141,7 @@ func (d *decoder) routeHost(n *yaml.Node, where string, rt *Route) error {
 	return nil
 }
 
-func (d *decoder) routePath(n *yaml.Node, where string, rt *Route) error {
+func (d *decoder) routePath(n *yaml.Node, where string, rt *policy.Route) error {
 	s, err := d.str(n, where+": path_prefix")
 	if err != nil {
 		return err
@@ -377,13 +150,10 @@ func (d *decoder) routePath(n *yaml.Node, where string, rt *Route) error {
 		return d.errorf(n, "%s: path_prefix %q must start with \"/\"", where, s)
 	}
 	rt.PathPrefix = s
-	if s != "/" {
-		rt.pathMatch = httplimit.ByPathPrefix(s)
-	}
 	return nil
 }
 
-func (d *decoder) routeMethods(n *yaml.Node, where string, rt *Route) error {
+func (d *decoder) routeMethods(n *yaml.Node, where string, rt *policy.Route) error {
 	items, err := d.items(n, where+": methods")
 	if err != nil {
 		return err
@@ -396,7 +166,7 @@ func (d *decoder) routeMethods(n *yaml.Node, where string, rt *Route) error {
 		if err != nil {
 			return err
 		}
-		if !isToken(s) {
+		if !policy.IsToken(s) {
 			return d.errorf(item, "%s: methods[%d]: %q is not an HTTP method", where, i, s)
 		}
 		rt.Methods = append(rt.Methods, strings.ToUpper(s))
@@ -405,7 +175,7 @@ func (d *decoder) routeMethods(n *yaml.Node, where string, rt *Route) error {
 }
 
 // routeCost reads `cost: 3` or `cost: {header: X-Cost}`.
-func (d *decoder) routeCost(n *yaml.Node, where string, rt *Route) error {
+func (d *decoder) routeCost(n *yaml.Node, where string, rt *policy.Route) error {
 	if n.Kind == yaml.ScalarNode {
 		c, err := d.integer(n, where+": cost")
 		if err != nil {
@@ -453,21 +223,12 @@ func (d *decoder) routeCost(n *yaml.Node, where string, rt *Route) error {
 	case rt.CostHeader == "" && rt.ActualHeader == "" && rt.ActualTrailer == "":
 		return d.errorf(n, "%s: cost wants a whole number, {header: NAME}, or an estimate with actual_header or actual_trailer", where)
 	}
-	if rt.CostHeader != "" {
-		rt.cost = httplimit.CostFromHeader(rt.CostHeader)
-	}
-	switch {
-	case rt.ActualHeader != "":
-		rt.actual = httplimit.ActualFromHeader(rt.ActualHeader)
-	case rt.ActualTrailer != "":
-		rt.actual = httplimit.ActualFromTrailer(rt.ActualTrailer)
-	}
 	return nil
 }
 
 // routeCosts reads `costs: {NAME: 3, OTHER: {header: X-Cost}}`: costs
 // of limits of the file's domain, by name.
-func (d *decoder) routeCosts(n *yaml.Node, where string, rt *Route, p *Policy) error {
+func (d *decoder) routeCosts(n *yaml.Node, where string, rt *policy.Route, p *policy.Policy) error {
 	fs, err := d.fields(n, where+": costs")
 	if err != nil || len(fs) == 0 {
 		return err
@@ -478,8 +239,7 @@ func (d *decoder) routeCosts(n *yaml.Node, where string, rt *Route, p *Policy) e
 			known = append(known, r.Name)
 		}
 	}
-	rt.Costs = make(map[string]LimitCost, len(fs))
-	fixed := true
+	rt.Costs = make(map[string]policy.LimitCost, len(fs))
 	for _, f := range fs {
 		what := fmt.Sprintf("%s: costs: %s", where, f.name)
 		if !slices.Contains(known, f.name) {
@@ -494,29 +254,22 @@ func (d *decoder) routeCosts(n *yaml.Node, where string, rt *Route, p *Policy) e
 			return err
 		}
 		rt.Costs[f.name] = c
-		fixed = fixed && c.Header == ""
-	}
-	if fixed {
-		rt.fixed = make(map[string]int64, len(rt.Costs))
-		for name, c := range rt.Costs {
-			rt.fixed[name] = c.Cost
-		}
 	}
 	return nil
 }
 
 // limitCost reads one limit's cost: a whole number, 0 or more, or
 // {header: NAME}.
-func (d *decoder) limitCost(n *yaml.Node, what string) (LimitCost, error) {
+func (d *decoder) limitCost(n *yaml.Node, what string) (policy.LimitCost, error) {
 	if n.Kind == yaml.ScalarNode {
 		c, err := d.integer(n, what)
-		return LimitCost{Cost: c}, err
+		return policy.LimitCost{Cost: c}, err
 	}
 	fs, err := d.fields(n, what)
 	if err != nil {
-		return LimitCost{}, d.errorf(n, "%s: want a whole number or {header: NAME}, not %s", what, kindName(n))
+		return policy.LimitCost{}, d.errorf(n, "%s: want a whole number or {header: NAME}, not %s", what, kindName(n))
 	}
-	var c LimitCost
+	var c policy.LimitCost
 	for _, f := range fs {
 		if f.name != "header" {
 			return c, d.unknown(f, what, []string{"header"})
@@ -524,10 +277,9 @@ func (d *decoder) limitCost(n *yaml.Node, what string) (LimitCost, error) {
 		if c.Header, err = d.str(f.value, what+": header"); err != nil {
 			return c, err
 		}
-		if !isToken(c.Header) {
+		if !policy.IsToken(c.Header) {
 			return c, d.errorf(f.value, "%s: header: %q is not a header name", what, c.Header)
 		}
-		c.read = httplimit.CostFromHeader(c.Header)
 	}
 	if c.Header == "" {
 		return c, d.errorf(n, "%s: want a whole number or {header: NAME}", what)
@@ -540,12 +292,12 @@ var costFields = []string{"header", "estimate", "actual_header", "actual_trailer
 
 // costHeaderName reads a header name of a route's cost into the field the
 // key names.
-func (d *decoder) costHeaderName(n *yaml.Node, what string, rt *Route, key string) error {
+func (d *decoder) costHeaderName(n *yaml.Node, what string, rt *policy.Route, key string) error {
 	name, err := d.str(n, what)
 	if err != nil {
 		return err
 	}
-	if !isToken(name) {
+	if !policy.IsToken(name) {
 		return d.errorf(n, "%s: %q is not a header name", what, name)
 	}
 	switch key {
@@ -559,8 +311,8 @@ func (d *decoder) costHeaderName(n *yaml.Node, what string, rt *Route, key strin
 	return nil
 }
 
-func (d *decoder) routeDescriptor(n *yaml.Node, where string, trusted []netip.Prefix, p *Policy) (RouteDescriptor, error) {
-	var rd RouteDescriptor
+func (d *decoder) routeDescriptor(n *yaml.Node, where string, p *policy.Policy) (policy.RouteDescriptor, error) {
+	var rd policy.RouteDescriptor
 	fs, err := d.fields(n, where)
 	if err != nil {
 		return rd, err
@@ -597,21 +349,21 @@ func (d *decoder) routeDescriptor(n *yaml.Node, where string, trusted []netip.Pr
 		return rd, d.errorf(entries, "%s: entries is empty: give at least one", where)
 	}
 	for i, item := range items {
-		e, err := d.routeEntry(item, fmt.Sprintf("%s: entries[%d]", where, i), trusted)
+		e, err := d.routeEntry(item, fmt.Sprintf("%s: entries[%d]", where, i))
 		if err != nil {
 			return rd, err
 		}
 		rd.Entries = append(rd.Entries, e)
 	}
-	if !p.root.reaches(rd.Entries) {
+	if !p.Reaches(rd.Entries) {
 		return rd, d.errorf(n, "%s: %s reaches no limit of domain %q: check the keys and their order against the descriptors",
 			where, entryKeys(rd.Entries), p.Domain)
 	}
 	return rd, nil
 }
 
-func (d *decoder) routeEntry(n *yaml.Node, where string, trusted []netip.Prefix) (RouteEntry, error) {
-	var e RouteEntry
+func (d *decoder) routeEntry(n *yaml.Node, where string) (policy.RouteEntry, error) {
+	var e policy.RouteEntry
 	fs, err := d.fields(n, where)
 	if err != nil {
 		return e, err
@@ -642,104 +394,20 @@ func (d *decoder) routeEntry(n *yaml.Node, where string, trusted []netip.Prefix)
 		if e.Value == "" {
 			return e, d.errorf(given["value"], "%s: value must not be empty", where)
 		}
-		e.value = httplimit.Constant(e.Value)
 		return e, nil
 	case given["from"] == nil:
 		return e, d.errorf(n, "%s: from (ip, header:NAME, path, method, host) or value is required", where)
 	}
-	if e.value = source(e.From, trusted); e.value == nil {
+	if !policy.IsSource(e.From) {
 		return e, d.errorf(given["from"], "%s: from %q: want ip, header:NAME, path, method or host", where, e.From)
 	}
 	return e, nil
 }
 
-// source is the KeyFunc that reads one request part, nil for an unknown one.
-func source(from string, trusted []netip.Prefix) httplimit.KeyFunc {
-	if name, ok := strings.CutPrefix(from, "header:"); ok {
-		if !isToken(name) {
-			return nil
-		}
-		return httplimit.ByHeader(name)
-	}
-	switch from {
-	case "ip":
-		return httplimit.ByIP(httplimit.IPOptions{TrustedProxies: trusted})
-	case "path":
-		return httplimit.ByPath()
-	case "method":
-		return httplimit.ByMethod()
-	case "host":
-		return httplimit.ByHost()
-	}
-	return nil
-}
-
-// reaches reports whether a request descriptor with these entries can land
-// on a descriptor with limits: keys walk the tree as Match walks it, and
-// an entry whose value comes from the request may take any descriptor of
-// its key. It catches a misspelt key or entries in the wrong order.
-func (l *level) reaches(entries []RouteEntry) bool {
-	if l == nil || len(entries) == 0 {
-		return false
-	}
-	e, rest := entries[0], entries[1:]
-	var candidates []*node
-	if e.From == "" {
-		if n := l.lookup(Entry{e.Key, e.Value}); n != nil {
-			candidates = append(candidates, n)
-		}
-	} else {
-		for _, n := range l.nodes {
-			if n.key == e.Key {
-				candidates = append(candidates, n)
-			}
-		}
-	}
-	for _, n := range candidates {
-		if len(rest) == 0 && len(n.rules) > 0 {
-			return true
-		}
-		if len(rest) > 0 && n.children.reaches(rest) {
-			return true
-		}
-	}
-	return false
-}
-
-func entryKeys(es []RouteEntry) string {
+func entryKeys(es []policy.RouteEntry) string {
 	parts := make([]string, len(es))
 	for i, e := range es {
 		parts[i] = e.Key
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
-}
-
-// isToken reports whether s is an HTTP token (a method or a header name).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// String renders the route for logs: its name and what it matches.
-func (rt *Route) String() string {
-	var b strings.Builder
-	b.WriteString(strconv.Quote(rt.Name))
-	if rt.Host != "" {
-		b.WriteString(" host=" + rt.Host)
-	}
-	if rt.PathPrefix != "" {
-		b.WriteString(" path_prefix=" + rt.PathPrefix)
-	}
-	if len(rt.Methods) > 0 {
-		b.WriteString(" methods=" + strings.Join(rt.Methods, ","))
-	}
-	return b.String()
 }

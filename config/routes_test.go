@@ -12,9 +12,10 @@ import (
 
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/httplimit"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
-func loadGateway(t *testing.T) *config.Set {
+func loadGateway(t *testing.T) *policy.Set {
 	t.Helper()
 	set, err := config.LoadFiles("testdata/routes/gateway.yaml")
 	if err != nil {
@@ -70,7 +71,7 @@ func TestRouteFor(t *testing.T) {
 // The routes of several files are tried in the order of their files: a
 // catch-all route of the first shadows every route of the next.
 func TestRoutesFollowFileOrder(t *testing.T) {
-	parse := func(name, yaml string) *config.Policy {
+	parse := func(name, yaml string) *policy.Policy {
 		p, err := config.Parse(name, []byte(yaml))
 		if err != nil {
 			t.Fatal(err)
@@ -82,15 +83,15 @@ func TestRoutesFollowFileOrder(t *testing.T) {
 	b := parse("b.yaml", "domain: b\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]\n"+
 		"routes: [{name: b-all, descriptors: [{entries: [{key: k, value: x}]}]}]\n")
 	for _, tc := range []struct {
-		order []*config.Policy
+		order []*policy.Policy
 		path  string
 		want  string
 	}{
-		{[]*config.Policy{a, b}, "/admin/users", "a-admin"},
-		{[]*config.Policy{a, b}, "/public", "b-all"},
-		{[]*config.Policy{b, a}, "/admin/users", "b-all"},
+		{[]*policy.Policy{a, b}, "/admin/users", "a-admin"},
+		{[]*policy.Policy{a, b}, "/public", "b-all"},
+		{[]*policy.Policy{b, a}, "/admin/users", "b-all"},
 	} {
-		set, err := config.NewSet(tc.order...)
+		set, err := policy.NewSet(tc.order...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,9 +122,9 @@ func TestRouteRequest(t *testing.T) {
 			"(client=127.0.0.9) (api_key=k1),(method=PATCH)", 1, nil},
 		{"no api key: that descriptor skipped", request("GET api.example.com/v1/x", "127.0.0.9:1"), "(client=127.0.0.9)", 1, nil},
 		{"constant value, cost from a header", request("POST f.example.com/upload", "127.0.0.9:1", "X-Upload-MB", "25"), "(route=upload)", 25, nil},
-		{"cost header missing", request("POST f.example.com/upload", "127.0.0.9:1"), "", 0, config.ErrBadCost},
-		{"cost header not a number", request("POST f.example.com/upload", "127.0.0.9:1", "X-Upload-MB", "lots"), "", 0, config.ErrBadCost},
-		{"cost header zero", request("POST f.example.com/upload", "127.0.0.9:1", "X-Upload-MB", "0"), "", 0, config.ErrBadCost},
+		{"cost header missing", request("POST f.example.com/upload", "127.0.0.9:1"), "", 0, policy.ErrBadCost},
+		{"cost header not a number", request("POST f.example.com/upload", "127.0.0.9:1", "X-Upload-MB", "lots"), "", 0, policy.ErrBadCost},
+		{"cost header zero", request("POST f.example.com/upload", "127.0.0.9:1", "X-Upload-MB", "0"), "", 0, policy.ErrBadCost},
 		{"no limits on the health check", request("GET h/healthz", "127.0.0.9:1"), "", 1, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,7 +163,7 @@ routes:
 	}
 	rt := p.Routes()[0]
 	_, _, err = rt.Request(request("GET h/", "127.0.0.1:1"))
-	if !errors.Is(err, config.ErrMissingValue) || !strings.Contains(err.Error(), `"tenant"`) || !strings.Contains(err.Error(), "routes[0]") {
+	if !errors.Is(err, policy.ErrMissingValue) || !strings.Contains(err.Error(), `"tenant"`) || !strings.Contains(err.Error(), "routes[0]") {
 		t.Fatalf("error %v: want ErrMissingValue naming the route and the entry", err)
 	}
 }
@@ -191,7 +192,7 @@ func TestRouteNamedCosts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, cost, err := set.RouteFor(tc.request).Request(tc.request)
 			if tc.err != "" {
-				if !errors.Is(err, config.ErrBadCost) || !strings.Contains(err.Error(), tc.err) {
+				if !errors.Is(err, policy.ErrBadCost) || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want ErrBadCost naming %q", err, tc.err)
 				}
 				return
@@ -361,7 +362,7 @@ routes:
 	if n, err := routes[0].ActualCost(resp); err != nil || n != 3412 {
 		t.Fatalf("ActualCost = %d, %v; want 3412", n, err)
 	}
-	if _, err := routes[0].ActualCost(&httplimit.Response{Header: http.Header{}, Trailer: http.Header{}}); !errors.Is(err, config.ErrBadCost) {
+	if _, err := routes[0].ActualCost(&httplimit.Response{Header: http.Header{}, Trailer: http.Header{}}); !errors.Is(err, policy.ErrBadCost) {
 		t.Fatalf("a response without the trailer: %v, want ErrBadCost", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // strategyFields are the keys of a strategy given as a mapping.
@@ -13,8 +15,8 @@ var strategyFields = []string{"name", "interval", "one_in"}
 // strategy reads `strategy: NAME` or `strategy: {name: NAME, interval: T,
 // one_in: K}`; a parameter the named strategy does not take is an error,
 // not silently ignored.
-func (d *decoder) strategy(n *yaml.Node, ctx string) (Strategy, StrategyParams, error) {
-	var params StrategyParams
+func (d *decoder) strategy(n *yaml.Node, ctx string) (policy.Strategy, policy.StrategyParams, error) {
+	var params policy.StrategyParams
 	if n.Kind == yaml.ScalarNode {
 		name, err := d.strategyName(n, ctx)
 		return name, params, err
@@ -26,7 +28,7 @@ func (d *decoder) strategy(n *yaml.Node, ctx string) (Strategy, StrategyParams, 
 	if err != nil {
 		return "", params, err
 	}
-	var name Strategy
+	var name policy.Strategy
 	var nameNode *yaml.Node
 	given := map[string]*yaml.Node{}
 	for _, f := range fs {
@@ -50,23 +52,23 @@ func (d *decoder) strategy(n *yaml.Node, ctx string) (Strategy, StrategyParams, 
 		}
 	}
 	if nameNode == nil {
-		return "", params, d.errorf(n, "%s: name is missing (want one of %s)", ctx, joinNames(Strategies()))
+		return "", params, d.errorf(n, "%s: name is missing (want one of %s)", ctx, joinNames(policy.Strategies()))
 	}
-	if v, ok := given["interval"]; ok && !slices.Contains([]Strategy{StrategyLeased, StrategySynced, StrategyGossip}, name) {
+	if v, ok := given["interval"]; ok && !slices.Contains([]policy.Strategy{policy.StrategyLeased, policy.StrategySynced, policy.StrategyGossip}, name) {
 		return "", params, d.errorf(v, "%s: strategy %s has no interval (leased, synced and gossip have)", ctx, name)
 	}
-	if v, ok := given["one_in"]; ok && name != StrategySampled {
+	if v, ok := given["one_in"]; ok && name != policy.StrategySampled {
 		return "", params, d.errorf(v, "%s: strategy %s has no one_in (sampled has)", ctx, name)
 	}
 	return name, params, nil
 }
 
-func (d *decoder) strategyName(n *yaml.Node, ctx string) (Strategy, error) {
+func (d *decoder) strategyName(n *yaml.Node, ctx string) (policy.Strategy, error) {
 	s, err := d.str(n, ctx)
 	if err != nil {
 		return "", err
 	}
-	name, err := ParseStrategy(s)
+	name, err := policy.ParseStrategy(s)
 	if err != nil {
 		return "", d.errorf(n, "%s: %v", ctx, err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
 
@@ -22,7 +22,7 @@ import (
 type FleetConfig struct {
 	// Strategy is how limits without their own strategy are shared
 	// (--strategy).
-	Strategy config.Strategy
+	Strategy policy.Strategy
 	// NodeName is this node's name in the cluster, unique (--node-name;
 	// empty: the host name and a random suffix).
 	NodeName string
@@ -47,7 +47,7 @@ type FleetConfig struct {
 // fleet holds this node's cluster strategies, each built only if some
 // limit or the default uses it.
 type fleet struct {
-	defaultStrategy config.Strategy
+	defaultStrategy policy.Strategy
 	members         cluster.Members
 	membership      *cluster.Membership
 	// limiters are the strategies by name and parameters, and for those
@@ -59,16 +59,16 @@ type fleet struct {
 // strategyKey names one strategy instance: limits that pick the same
 // strategy with the same parameters share it.
 type strategyKey struct {
-	name   config.Strategy
-	params config.StrategyParams
+	name   policy.Strategy
+	params policy.StrategyParams
 }
 
 // openFleet builds the strategies the policies and the default name, on
 // the Redis store when there is one. exact is not among them: it is the
 // store itself. On failure it closes what it built.
-func openFleet(ctx context.Context, cfg Config, policies *config.Set, rs *redisstore.Limiter, log *slog.Logger) (_ *fleet, err error) {
+func openFleet(ctx context.Context, cfg Config, policies *policy.Set, rs *redisstore.Limiter, log *slog.Logger) (_ *fleet, err error) {
 	f := cfg.Fleet
-	strategy, err := config.ParseStrategy(string(f.Strategy))
+	strategy, err := policy.ParseStrategy(string(f.Strategy))
 	if err != nil {
 		return nil, fmt.Errorf("--strategy %q: %w", f.Strategy, err)
 	}
@@ -84,7 +84,7 @@ func openFleet(ctx context.Context, cfg Config, policies *config.Set, rs *rediss
 	}
 	gossips := 0
 	for _, k := range needed {
-		if k.name == config.StrategyGossip {
+		if k.name == policy.StrategyGossip {
 			gossips++
 		}
 	}
@@ -106,7 +106,7 @@ func openFleet(ctx context.Context, cfg Config, policies *config.Set, rs *rediss
 
 // needed lists the cluster strategies in use: the default and every
 // rule's (policies nil: the default only).
-func (fl *fleet) needed(policies *config.Set) []strategyKey {
+func (fl *fleet) needed(policies *policy.Set) []strategyKey {
 	seen := map[strategyKey]bool{}
 	var out []strategyKey
 	add := func(k strategyKey) {
@@ -118,7 +118,7 @@ func (fl *fleet) needed(policies *config.Set) []strategyKey {
 			out = append(out, k)
 		}
 	}
-	add(fl.keyOf(config.Rule{}))
+	add(fl.keyOf(policy.Rule{}))
 	if policies == nil {
 		return out
 	}
@@ -132,7 +132,7 @@ func (fl *fleet) needed(policies *config.Set) []strategyKey {
 }
 
 // keyOf is the strategy instance a rule counts in.
-func (fl *fleet) keyOf(rule config.Rule) strategyKey {
+func (fl *fleet) keyOf(rule policy.Rule) strategyKey {
 	if rule.Strategy == "" {
 		return strategyKey{name: fl.defaultStrategy}
 	}
@@ -158,7 +158,7 @@ func (fl *fleet) joinMembership(ctx context.Context, f FleetConfig, needed []str
 			return fmt.Errorf("--nodes %d: want at least 1", f.Nodes)
 		}
 		for _, k := range needed {
-			if k.name == config.StrategyGossip {
+			if k.name == policy.StrategyGossip {
 				return errors.New("strategy gossip needs --cluster-bind (and --cluster-join for every node but the first)")
 			}
 		}
@@ -167,7 +167,7 @@ func (fl *fleet) joinMembership(ctx context.Context, f FleetConfig, needed []str
 	}
 	cfg := cluster.MembershipConfig{Name: name, BindAddr: f.ClusterBind, Logger: log}
 	for _, k := range needed {
-		if k.name == config.StrategyGossip {
+		if k.name == policy.StrategyGossip {
 			// gossip's T is how often its counts go out: memberlist's
 			// gossip interval (its stated bound counts in rounds of it).
 			cfg.Timing.GossipInterval = f.SyncInterval
@@ -240,7 +240,7 @@ func (fl *fleet) wrap(k strategyKey, l floodgate.Limiter, ping func(context.Cont
 
 // For returns the limiter of a rule's strategy (the default when the rule
 // names none), or nil for exact: the store itself.
-func (fl *fleet) For(rule config.Rule, mode failover.Mode) floodgate.Limiter {
+func (fl *fleet) For(rule policy.Rule, mode failover.Mode) floodgate.Limiter {
 	byMode, ok := fl.limiters[fl.keyOf(rule)]
 	if !ok {
 		return nil
@@ -253,7 +253,7 @@ func (fl *fleet) For(rule config.Rule, mode failover.Mode) floodgate.Limiter {
 
 // check reports policies that name a strategy this node did not build
 // (a reload that brings in a new one needs a restart).
-func (fl *fleet) check(policies *config.Set) error {
+func (fl *fleet) check(policies *policy.Set) error {
 	for _, k := range fl.needed(policies) {
 		if _, ok := fl.limiters[k]; !ok {
 			return fmt.Errorf("the policies use strategy %s %+v, which this node did not start with: restart it to add one", k.name, k.params)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // MaxKeys (--max-keys) bounds the memory store: with a bound of 64,
@@ -45,7 +46,7 @@ func TestMaxKeysBoundsTheLocalStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies, err := config.NewSet(set)
+	policies, err := policy.NewSet(set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestMaxKeysBoundsTheLocalStrategy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	l := st.For(config.Rule{})
+	l := st.For(policy.Rule{})
 	decide := func(key string) bool {
 		d, err := l.AllowN(context.Background(), key, floodgate.PerHour(1), 1)
 		if err != nil {

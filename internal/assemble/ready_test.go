@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
@@ -81,8 +81,8 @@ func TestReadyWhileAFailClosedBreakerIsNotClosed(t *testing.T) {
 				}
 				s.byMode[failover.FailClosed] = idle
 				s.fleet = &fleet{limiters: map[strategyKey]map[failover.Mode]floodgate.Limiter{
-					{name: config.StrategyLocal}:   {"": floodgate.NewMemory()},
-					{name: config.Strategy(place)}: {failover.FailOpen: idle, failover.FailClosed: l},
+					{name: policy.StrategyLocal}:   {"": floodgate.NewMemory()},
+					{name: policy.Strategy(place)}: {failover.FailOpen: idle, failover.FailClosed: l},
 				}}
 			}
 			for _, step := range steps {

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/internal/metrics"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
 
@@ -63,7 +63,7 @@ type Stores struct {
 // in the background (syncing, leasing, gossip) and the cluster
 // membership. They run until Close, which the caller owes on success;
 // on failure Open has released what it built.
-func Open(ctx context.Context, cfg Config, policies *config.Set, log *slog.Logger) (*Stores, error) {
+func Open(ctx context.Context, cfg Config, policies *policy.Set, log *slog.Logger) (*Stores, error) {
 	s, err := openStores(cfg, log)
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (s *Stores) Count() int {
 // For implements engine.Stores: the rule's strategy (the default when it
 // names none) under the rule's failure mode (the default when it names
 // none), or the store itself for exact.
-func (s *Stores) For(rule config.Rule) floodgate.Limiter {
+func (s *Stores) For(rule policy.Rule) floodgate.Limiter {
 	mode := rule.FailureMode
 	if mode == "" {
 		mode = s.defaultMode
@@ -139,11 +139,11 @@ func (s *Stores) For(rule config.Rule) floodgate.Limiter {
 
 // Default is where requests that carry their own limit count: the
 // default strategy under the default failure mode.
-func (s *Stores) Default() floodgate.Limiter { return s.For(config.Rule{}) }
+func (s *Stores) Default() floodgate.Limiter { return s.For(policy.Rule{}) }
 
 // Check reports policies that name a strategy this node did not build (a
 // reload that brings in a new one needs a restart).
-func (s *Stores) Check(policies *config.Set) error {
+func (s *Stores) Check(policies *policy.Set) error {
 	if s.fleet == nil {
 		return nil
 	}

@@ -15,19 +15,20 @@ import (
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/metrics"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 var _ engine.Stores = (*Stores)(nil)
 
 // parsePolicies reads one policy file's text.
-func parsePolicies(t *testing.T, text string) *config.Set {
+func parsePolicies(t *testing.T, text string) *policy.Set {
 	t.Helper()
 	p, err := config.Parse("policy.yaml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := config.NewSet(p)
+	set, err := policy.NewSet(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,13 +55,13 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 1, strategy: {name: sampled, one_in: 2}, failure_mode: fail_local}
 `)
 	st, err := Open(context.Background(), Config{Redis: []string{srv.Addr()}, RedisPrefix: "assemble-test:", StoreTimeout: time.Second,
-		FailureMode: failover.FailClosed, Fleet: FleetConfig{Strategy: config.StrategyExact, NodeName: "n", Nodes: 3}},
+		FailureMode: failover.FailClosed, Fleet: FleetConfig{Strategy: policy.StrategyExact, NodeName: "n", Nodes: 3}},
 		policies, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	rule := func(key string) config.Rule {
+	rule := func(key string) policy.Rule {
 		p, _ := policies.Policy("d")
 		for _, r := range p.Rules() {
 			if r.Path == "d."+key {
@@ -68,14 +69,14 @@ descriptors:
 			}
 		}
 		t.Fatalf("no rule %s", key)
-		return config.Rule{}
+		return policy.Rule{}
 	}
 	sampled := st.fleet.limiters[st.fleet.keyOf(rule("sampled"))]
 	for _, tc := range []struct {
-		rule config.Rule
+		rule policy.Rule
 		want floodgate.Limiter
 	}{
-		{config.Rule{}, st.byMode[failover.FailClosed]},
+		{policy.Rule{}, st.byMode[failover.FailClosed]},
 		{rule("open"), st.byMode[failover.FailOpen]},
 		{rule("sampled"), sampled[failover.FailClosed]},
 		{rule("sampled-too"), sampled[failover.FailLocal]},
@@ -87,7 +88,7 @@ descriptors:
 	if _, ok := st.For(rule("local")).(*cluster.Local); !ok {
 		t.Errorf("rule local: For gives %T, want the local strategy itself", st.For(rule("local")))
 	}
-	if st.Default() != st.For(config.Rule{}) {
+	if st.Default() != st.For(policy.Rule{}) {
 		t.Error("Default is not where a rule without strategy or failure mode counts")
 	}
 	if n := st.Count(); n != 3 {
@@ -101,7 +102,7 @@ descriptors:
 // Check refuses policies that bring in a strategy instance this node did
 // not start with, and accepts those it has.
 func TestCheckRefusesAStrategyNotStarted(t *testing.T) {
-	st, err := Open(context.Background(), Config{Fleet: FleetConfig{Strategy: config.StrategyLocal, NodeName: "n", Nodes: 1}},
+	st, err := Open(context.Background(), Config{Fleet: FleetConfig{Strategy: policy.StrategyLocal, NodeName: "n", Nodes: 1}},
 		nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

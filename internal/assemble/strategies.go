@@ -7,7 +7,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
-	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
 
@@ -22,21 +22,21 @@ type strategyRow struct {
 }
 
 // strategies is every strategy a policy or --strategy may name (those of
-// config.Strategies), by name.
-var strategies = map[config.Strategy]strategyRow{
-	config.StrategyExact:   {},
-	config.StrategyLocal:   {open: openLocal},
-	config.StrategyGossip:  {open: openGossip},
-	config.StrategyLeased:  {open: openLeased, redis: true},
-	config.StrategySynced:  {open: openSynced, redis: true},
-	config.StrategySampled: {open: openSampled, redis: true},
+// policy.Strategies), by name.
+var strategies = map[policy.Strategy]strategyRow{
+	policy.StrategyExact:   {},
+	policy.StrategyLocal:   {open: openLocal},
+	policy.StrategyGossip:  {open: openGossip},
+	policy.StrategyLeased:  {open: openLeased, redis: true},
+	policy.StrategySynced:  {open: openSynced, redis: true},
+	policy.StrategySampled: {open: openSampled, redis: true},
 }
 
 // instance is what one strategy instance is built from: its settings
 // (the limit's parameters, else the service's) and what the node's
 // instances share.
 type instance struct {
-	name       config.Strategy
+	name       policy.Strategy
 	interval   time.Duration
 	oneIn      int64
 	cfg        Config

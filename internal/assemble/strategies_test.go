@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // Every strategy a policy may name has its row in the table, and the
 // table has no other.
 func TestEveryStrategyHasARow(t *testing.T) {
-	names := config.Strategies()
+	names := policy.Strategies()
 	for _, name := range names {
 		if _, ok := strategies[name]; !ok {
 			t.Errorf("strategy %s has no row in the strategies table", name)
@@ -21,7 +21,7 @@ func TestEveryStrategyHasARow(t *testing.T) {
 	}
 	for name := range strategies {
 		if !slices.Contains(names, name) {
-			t.Errorf("the strategies table has %s, which config.Strategies does not list", name)
+			t.Errorf("the strategies table has %s, which policy.Strategies does not list", name)
 		}
 	}
 }
@@ -35,11 +35,11 @@ func TestOpenRefusesBadFleetSettings(t *testing.T) {
 	}{
 		{FleetConfig{Strategy: "telepathy", Nodes: 1}, `--strategy "telepathy"`},
 		{FleetConfig{Strategy: "", Nodes: 1}, `--strategy ""`},
-		{FleetConfig{Strategy: config.StrategySynced, Nodes: 1}, "strategy synced keeps its shared state in Redis: give --redis"},
-		{FleetConfig{Strategy: config.StrategyLeased, Nodes: 1}, "strategy leased keeps its shared state in Redis: give --redis"},
-		{FleetConfig{Strategy: config.StrategySampled, Nodes: 1}, "strategy sampled keeps its shared state in Redis: give --redis"},
-		{FleetConfig{Strategy: config.StrategyGossip, Nodes: 1}, "strategy gossip needs --cluster-bind"},
-		{FleetConfig{Strategy: config.StrategyLocal, Nodes: 0}, "--nodes 0: want at least 1"},
+		{FleetConfig{Strategy: policy.StrategySynced, Nodes: 1}, "strategy synced keeps its shared state in Redis: give --redis"},
+		{FleetConfig{Strategy: policy.StrategyLeased, Nodes: 1}, "strategy leased keeps its shared state in Redis: give --redis"},
+		{FleetConfig{Strategy: policy.StrategySampled, Nodes: 1}, "strategy sampled keeps its shared state in Redis: give --redis"},
+		{FleetConfig{Strategy: policy.StrategyGossip, Nodes: 1}, "strategy gossip needs --cluster-bind"},
+		{FleetConfig{Strategy: policy.StrategyLocal, Nodes: 0}, "--nodes 0: want at least 1"},
 	} {
 		tc.fleet.NodeName = "n"
 		st, err := Open(context.Background(), Config{Fleet: tc.fleet}, nil, slog.New(slog.DiscardHandler))
@@ -56,7 +56,7 @@ func TestOpenRefusesBadFleetSettings(t *testing.T) {
 
 // Open refuses a negative MaxKeys before it builds anything.
 func TestOpenRefusesNegativeMaxKeys(t *testing.T) {
-	_, err := Open(context.Background(), Config{MaxKeys: -1, Fleet: FleetConfig{Strategy: config.StrategyExact, Nodes: 1}}, nil, slog.New(slog.DiscardHandler))
+	_, err := Open(context.Background(), Config{MaxKeys: -1, Fleet: FleetConfig{Strategy: policy.StrategyExact, Nodes: 1}}, nil, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "--max-keys -1: want 0 (unbounded) or a positive number of keys") {
 		t.Fatalf("MaxKeys -1: %v; want an error naming --max-keys", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/proxy"
 	"github.com/floodgate-io/floodgate/internal/server"
 	"github.com/floodgate-io/floodgate/internal/testkit"
@@ -50,7 +51,7 @@ func startBuiltIn(t *testing.T) *builtIn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := config.NewSet(p)
+	set, err := policy.NewSet(p)
 	if err != nil {
 		t.Fatal(err)
 	}

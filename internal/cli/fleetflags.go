@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/assemble"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // fleetFlagNames are the flags registerFleet adds.
@@ -15,7 +15,7 @@ var fleetFlagNames = []string{"strategy", "node-name", "cluster-bind", "cluster-
 // registerFleet adds the flags that say how this node shares its limits
 // with the rest of a fleet, parsed into f.
 func registerFleet(fl *pflag.FlagSet, f *assemble.FleetConfig) {
-	fl.StringVar((*string)(&f.Strategy), "strategy", string(config.StrategyExact), "how limits without their own strategy are shared between nodes: exact, local, leased, synced, sampled or gossip")
+	fl.StringVar((*string)(&f.Strategy), "strategy", string(policy.StrategyExact), "how limits without their own strategy are shared between nodes: exact, local, leased, synced, sampled or gossip")
 	fl.StringVar(&f.NodeName, "node-name", "", "this node's name in the cluster, unique (default: the host name and a random suffix)")
 	fl.StringVar(&f.ClusterBind, "cluster-bind", "", "host:port for the cluster's gossip (memberlist), e.g. 127.0.0.1:7946 (empty: no membership; the fleet is --nodes nodes)")
 	fl.StringSliceVar(&f.ClusterJoin, "cluster-join", nil, "host:port of members already running, comma-separated")

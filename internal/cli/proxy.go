@@ -17,12 +17,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/httplimit"
 	"github.com/floodgate-io/floodgate/internal/assemble"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/listen"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/proxy"
 )
 
@@ -183,7 +183,7 @@ func oneLineStores(f proxyFlags) (assemble.Config, error) {
 	}
 	cfg := f.stores(mode)
 	cfg.RedisPrefix = "floodgate:proxy:"
-	cfg.Fleet = assemble.FleetConfig{Strategy: config.StrategyExact, Nodes: max(1, f.fleet.Nodes)}
+	cfg.Fleet = assemble.FleetConfig{Strategy: policy.StrategyExact, Nodes: max(1, f.fleet.Nodes)}
 	return cfg, nil
 }
 
@@ -276,7 +276,7 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	}
 	routes := requireRoutes(f.config, f.reload)
 	reload := &reloader{path: f.config, flags: f.reload, holder: eng, log: log, after: time.After,
-		check: func(set *config.Set) error { return errors.Join(routes(set), st.Check(set)) }}
+		check: func(set *policy.Set) error { return errors.Join(routes(set), st.Check(set)) }}
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", f.httpAddr, err)

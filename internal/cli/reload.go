@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/watch"
 )
 
@@ -35,7 +36,7 @@ func (f *reloadFlags) register(fl *pflag.FlagSet) {
 
 // parse builds the Set of files read from path, refusing one that holds
 // no policy unless --allow-empty-config allows it.
-func (f reloadFlags) parse(files *config.Files) (*config.Set, error) {
+func (f reloadFlags) parse(files *config.Files) (*policy.Set, error) {
 	set, err := files.Parse()
 	switch {
 	case err == nil:
@@ -43,15 +44,15 @@ func (f reloadFlags) parse(files *config.Files) (*config.Set, error) {
 	case !errors.Is(err, config.ErrNoPolicy):
 		return nil, err
 	case f.allowEmpty:
-		return config.NewSet()
+		return policy.NewSet()
 	}
 	return nil, fmt.Errorf("%w (--allow-empty-config runs without one)", err)
 }
 
 // requireRoutes is what the proxy asks of a policy: routes, without which
 // it would limit nothing, unless --allow-empty-config allows that.
-func requireRoutes(path string, flags reloadFlags) func(*config.Set) error {
-	return func(set *config.Set) error {
+func requireRoutes(path string, flags reloadFlags) func(*policy.Set) error {
+	return func(set *policy.Set) error {
 		if len(set.Routes()) == 0 && !flags.allowEmpty {
 			return fmt.Errorf("--config %s: no routes: without a routes section the proxy would limit nothing", path)
 		}
@@ -65,8 +66,8 @@ var errHeldBack = errors.New("held back: the change drops domains or limits in f
 
 // policyHolder is where the policy in force lives: the engine.
 type policyHolder interface {
-	Policies() *config.Set
-	Reload(*config.Set)
+	Policies() *policy.Set
+	Reload(*policy.Set)
 }
 
 // reloader reloads the policy of serve and proxy, from the file watcher
@@ -76,7 +77,7 @@ type reloader struct {
 	path    string // --config; "" for serve's built-in example policy
 	flags   reloadFlags
 	holder  policyHolder
-	check   func(*config.Set) error // what else the service needs of a policy; nil: nothing
+	check   func(*policy.Set) error // what else the service needs of a policy; nil: nothing
 	counted func(ok bool)           // the reload metric; nil: none
 	log     *slog.Logger
 	after   func(time.Duration) <-chan time.Time // time.After; tests bring their clock
@@ -136,7 +137,7 @@ func (r *reloader) settled(ctx context.Context) (*config.Files, error) {
 
 // apply puts set in force unless err, the service's check, or a loss of
 // domains or limits not allowed (shrink false) stops it.
-func (r *reloader) apply(set *config.Set, err error, shrink bool) error {
+func (r *reloader) apply(set *policy.Set, err error, shrink bool) error {
 	if err == nil && r.check != nil {
 		err = r.check(set)
 	}
@@ -180,7 +181,7 @@ func (l loss) none() bool { return len(l.domains) == 0 && len(l.limits) == 0 }
 // policyLoss compares the limits per descriptor path of two Sets. A limit
 // whose values change is not a loss; one that goes, from a descriptor that
 // had several, is.
-func policyLoss(old, new *config.Set) loss {
+func policyLoss(old, new *policy.Set) loss {
 	var l loss
 	for _, domain := range old.Domains() {
 		was, _ := old.Policy(domain)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/watch"
 )
 
@@ -33,10 +34,10 @@ descriptors:
 )
 
 // policyHeld stands for the engine: it holds the policy in force.
-type policyHeld struct{ set *config.Set }
+type policyHeld struct{ set *policy.Set }
 
-func (h *policyHeld) Policies() *config.Set { return h.set }
-func (h *policyHeld) Reload(s *config.Set)  { h.set = s }
+func (h *policyHeld) Policies() *policy.Set { return h.set }
+func (h *policyHeld) Reload(s *policy.Set)  { h.set = s }
 
 // reloadRig is a reloader over a directory of policy files, its log, the
 // results it counted, and a clock that runs each settle wait at once after
@@ -280,8 +281,8 @@ func TestWatchedReloadWaitsForTheFilesToSettle(t *testing.T) {
 // policyLoss names every domain and limit a new policy drops, once per
 // limit, and nothing for a limit that only changes its values.
 func TestPolicyLoss(t *testing.T) {
-	set := func(files ...string) *config.Set {
-		var ps []*config.Policy
+	set := func(files ...string) *policy.Set {
+		var ps []*policy.Policy
 		for i, f := range files {
 			p, err := config.Parse(string(rune('a'+i))+".yaml", []byte(f))
 			if err != nil {
@@ -289,7 +290,7 @@ func TestPolicyLoss(t *testing.T) {
 			}
 			ps = append(ps, p)
 		}
-		s, err := config.NewSet(ps...)
+		s, err := policy.NewSet(ps...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +299,7 @@ func TestPolicyLoss(t *testing.T) {
 	twoOnUser := "domain: api\ndescriptors:\n  - key: user\n    rate_limits:\n      - {unit: second, requests_per_unit: 5}\n      - {unit: hour, requests_per_unit: 100}\n"
 	for _, tc := range []struct {
 		name            string
-		old, new        *config.Set
+		old, new        *policy.Set
 		domains, limits string
 	}{
 		{"the same", set(apiPolicy, webPolicy), set(apiPolicy, webPolicy), "", ""},

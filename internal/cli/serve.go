@@ -23,6 +23,7 @@ import (
 	"github.com/floodgate-io/floodgate/internal/assemble"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/metrics"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/server"
 	"github.com/floodgate-io/floodgate/internal/watch"
 )
@@ -197,13 +198,13 @@ func policySource(path string) string {
 // loadPolicies reads the policy at path, or the built-in example policy
 // when path is "". A path that holds no policy is an error unless the
 // flags allow an empty one.
-func loadPolicies(path string, flags reloadFlags) (*config.Set, error) {
+func loadPolicies(path string, flags reloadFlags) (*policy.Set, error) {
 	if path == "" {
 		p, err := config.Parse("built-in example policy", defaultPolicy)
 		if err != nil {
 			return nil, err
 		}
-		return config.NewSet(p)
+		return policy.NewSet(p)
 	}
 	return flags.parse(config.ReadFiles(path))
 }

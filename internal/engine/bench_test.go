@@ -11,7 +11,7 @@ import (
 //
 //	go test -run '^$' -bench DecideTwoLimits -benchmem ./internal/engine
 func BenchmarkDecideTwoLimits(b *testing.B) {
-	e, clock := newEngine(b, policy)
+	e, clock := newEngine(b, apiPolicy)
 	req := engine.Request{Domain: "api", Descriptors: []engine.Descriptor{desc("tenant", "acme")}}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/excerpt"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // Bounds on a request, so that no caller can make one decision arbitrarily
@@ -51,7 +51,7 @@ func (c Code) String() string {
 
 // Descriptor is one descriptor of a request.
 type Descriptor struct {
-	Entries []config.Entry
+	Entries []policy.Entry
 	// Hits overrides the request's Hits for this descriptor when > 0, or
 	// when HitsSet: Envoy's per-descriptor hits_addend, where 0 reads the
 	// limits, of both kinds, without counting.
@@ -92,7 +92,7 @@ type Request struct {
 	Descriptors []Descriptor
 	// Hits is the cost of the request (0 means 1), which the limits that
 	// count units take; those that count requests take 1 (see
-	// config.Counts). A descriptor's Hits or Costs change it for that
+	// policy.Counts). A descriptor's Hits or Costs change it for that
 	// descriptor.
 	Hits int64
 	// Atomic makes the limits of all descriptors all or nothing: when one
@@ -110,7 +110,7 @@ type Request struct {
 
 // LimitStatus is one limit's part in a decision.
 type LimitStatus struct {
-	Rule     config.Rule
+	Rule     policy.Rule
 	Limit    floodgate.Limit // as enforced: the rule's or the override
 	Key      string
 	Decision floodgate.Decision
@@ -142,33 +142,33 @@ type Response struct {
 // Engine decides policy lookups. It is safe for concurrent use; Reload
 // swaps the policies atomically and the stores keep their counts.
 type Engine struct {
-	policies atomic.Pointer[config.Set]
+	policies atomic.Pointer[policy.Set]
 	stores   Stores
 }
 
 // Stores picks the store a rule counts in (by failure mode, strategy).
 type Stores interface {
-	For(rule config.Rule) floodgate.Limiter
+	For(rule policy.Rule) floodgate.Limiter
 }
 
 // OneStore counts every rule in one Limiter.
 type OneStore struct{ floodgate.Limiter }
 
 // For implements Stores.
-func (s OneStore) For(config.Rule) floodgate.Limiter { return s.Limiter }
+func (s OneStore) For(policy.Rule) floodgate.Limiter { return s.Limiter }
 
 // New returns an engine over the policies and stores.
-func New(policies *config.Set, stores Stores) *Engine {
+func New(policies *policy.Set, stores Stores) *Engine {
 	e := &Engine{stores: stores}
 	e.policies.Store(policies)
 	return e
 }
 
 // Policies returns the policies in force.
-func (e *Engine) Policies() *config.Set { return e.policies.Load() }
+func (e *Engine) Policies() *policy.Set { return e.policies.Load() }
 
 // Reload puts new policies in force for every later decision.
-func (e *Engine) Reload(policies *config.Set) { e.policies.Store(policies) }
+func (e *Engine) Reload(policies *policy.Set) { e.policies.Store(policies) }
 
 func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrBadRequest}, args...)...)
@@ -233,7 +233,7 @@ func validate(req Request) error {
 // value are each at most floodgate.MaxValueBytes. The error wraps
 // floodgate.ErrKeyTooLong and quotes only the start of what was too long;
 // Decide applies it, and a surface may too, to name the entry its own way.
-func CheckEntry(e config.Entry) error {
+func CheckEntry(e policy.Entry) error {
 	if err := floodgate.CheckLength("key", e.Key, floodgate.MaxValueBytes); err != nil {
 		return err
 	}
@@ -258,18 +258,18 @@ func validateCosts(where string, costs map[string]int64) error {
 const maxQuoted = 5
 
 // checkCostNames refuses a descriptor's costs for limits it does not have.
-func checkCostNames(set *config.Set, req Request, descs []config.Descriptor) error {
+func checkCostNames(set *policy.Set, req Request, descs []policy.Descriptor) error {
 	for i, d := range req.Descriptors {
 		if len(d.Costs) == 0 {
 			continue
 		}
-		var rules []config.Rule
+		var rules []policy.Rule
 		if d.Override == nil { // an override is the descriptor's one limit, without a name
 			rules, _ = set.Match(req.Domain, descs[i])
 		}
 		var unknown []string
 		for name := range d.Costs {
-			if !slices.ContainsFunc(rules, func(r config.Rule) bool { return r.Name == name }) {
+			if !slices.ContainsFunc(rules, func(r policy.Rule) bool { return r.Name == name }) {
 				unknown = append(unknown, excerpt.Quote(name))
 			}
 		}
@@ -300,9 +300,9 @@ func (e *Engine) Decide(ctx context.Context, req Request) (Response, error) {
 	if err := validate(req); err != nil {
 		return Response{}, err
 	}
-	descs := make([]config.Descriptor, len(req.Descriptors))
+	descs := make([]policy.Descriptor, len(req.Descriptors))
 	for i, d := range req.Descriptors {
-		descs[i] = config.Descriptor{Entries: d.Entries}
+		descs[i] = policy.Descriptor{Entries: d.Entries}
 	}
 	set := e.policies.Load()
 	if err := checkCostNames(set, req, descs); err != nil {

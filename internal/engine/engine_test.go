@@ -9,11 +9,12 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
-// policy is the example API of the tests that need one.
-const policy = testkit.APIPolicy
+// apiPolicy is the example API of the tests that need one.
+const apiPolicy = testkit.APIPolicy
 
 var ctx = context.Background()
 
@@ -27,7 +28,7 @@ func newEngine(t testing.TB, yaml string) (*engine.Engine, *floodgate.ManualCloc
 func desc(kv ...string) engine.Descriptor {
 	var d engine.Descriptor
 	for i := 0; i+1 < len(kv); i += 2 {
-		d.Entries = append(d.Entries, config.Entry{Key: kv[i], Value: kv[i+1]})
+		d.Entries = append(d.Entries, policy.Entry{Key: kv[i], Value: kv[i+1]})
 	}
 	return d
 }
@@ -53,7 +54,7 @@ func codes(r engine.Response) []engine.Code {
 }
 
 func TestALimitCountsPerValueAndDenies(t *testing.T) {
-	e, _ := newEngine(t, policy)
+	e, _ := newEngine(t, apiPolicy)
 	for i := range 3 {
 		r := decide(t, e, engine.Request{Descriptors: []engine.Descriptor{desc("user", "ann")}})
 		if r.Code != engine.OK || r.Descriptors[0].Limits[0].Decision.Remaining != int64(2-i) {
@@ -69,7 +70,7 @@ func TestALimitCountsPerValueAndDenies(t *testing.T) {
 }
 
 func TestWhatIsNotLimited(t *testing.T) {
-	e, _ := newEngine(t, policy)
+	e, _ := newEngine(t, apiPolicy)
 	for _, d := range []engine.Descriptor{desc("unknown", "x"), desc("path", "/health"), desc("user", "ann", "extra", "level")} {
 		r := decide(t, e, engine.Request{Descriptors: []engine.Descriptor{d}})
 		if r.Code != engine.OK || len(r.Descriptors[0].Limits) != 0 || r.Descriptors[0].Tightest != -1 {
@@ -82,7 +83,7 @@ func TestWhatIsNotLimited(t *testing.T) {
 }
 
 func TestZeroRateDenies(t *testing.T) {
-	e, _ := newEngine(t, policy)
+	e, _ := newEngine(t, apiPolicy)
 	r := decide(t, e, engine.Request{Descriptors: []engine.Descriptor{desc("path", "/blocked")}})
 	if r.Code != engine.OverLimit || r.Descriptors[0].Limits[0].Decision.RetryAfter >= 0 {
 		t.Fatalf("%+v", r)
@@ -90,7 +91,7 @@ func TestZeroRateDenies(t *testing.T) {
 }
 
 func TestShadowModeReportsButNeverDenies(t *testing.T) {
-	e, _ := newEngine(t, policy)
+	e, _ := newEngine(t, apiPolicy)
 	decide(t, e, engine.Request{Descriptors: []engine.Descriptor{desc("beta", "x")}})
 	r := decide(t, e, engine.Request{Descriptors: []engine.Descriptor{desc("beta", "x")}})
 	if r.Code != engine.OK || !r.Descriptors[0].ShadowDenied {
@@ -99,7 +100,7 @@ func TestShadowModeReportsButNeverDenies(t *testing.T) {
 }
 
 func TestLimitsOfOneDescriptorAreAllOrNothing(t *testing.T) {
-	e, clock := newEngine(t, policy)
+	e, clock := newEngine(t, apiPolicy)
 	tenant := []engine.Descriptor{desc("tenant", "acme")}
 	for i := range 4 { // the burst of 4 passes at once
 		if r := decide(t, e, engine.Request{Descriptors: tenant}); r.Code != engine.OK {
@@ -127,7 +128,7 @@ func TestLimitsOfOneDescriptorAreAllOrNothing(t *testing.T) {
 // nothing.
 func TestDescriptorsIndependentOrAtomic(t *testing.T) {
 	for _, atomic := range []bool{false, true} {
-		e, _ := newEngine(t, policy)
+		e, _ := newEngine(t, apiPolicy)
 		both := []engine.Descriptor{desc("user", "ann"), desc("path", "/blocked")}
 		r := decide(t, e, engine.Request{Descriptors: both, Atomic: atomic})
 		if r.Code != engine.OverLimit || r.Descriptors[0].Code != engine.OK || r.Descriptors[1].Code != engine.OverLimit {
@@ -145,7 +146,7 @@ func TestDescriptorsIndependentOrAtomic(t *testing.T) {
 }
 
 func TestHitsAndOverrides(t *testing.T) {
-	e, _ := newEngine(t, policy)
+	e, _ := newEngine(t, apiPolicy)
 	r := decide(t, e, engine.Request{Hits: 2, Descriptors: []engine.Descriptor{desc("user", "ann")}})
 	if got := r.Descriptors[0].Limits[0].Decision.Remaining; got != 1 {
 		t.Fatalf("hits 2 of 3: %d left", got)
@@ -164,10 +165,10 @@ func TestHitsAndOverrides(t *testing.T) {
 }
 
 func TestReloadKeepsCounts(t *testing.T) {
-	e, _ := newEngine(t, policy)
+	e, _ := newEngine(t, apiPolicy)
 	decide(t, e, engine.Request{Descriptors: []engine.Descriptor{desc("user", "ann")}})
 	p, _ := config.Parse("new.yaml", []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"))
-	set, _ := config.NewSet(p)
+	set, _ := policy.NewSet(p)
 	e.Reload(set)
 	r := decide(t, e, engine.Request{Descriptors: []engine.Descriptor{desc("user", "ann")}})
 	if got := r.Descriptors[0].Limits[0].Decision.Remaining; got != 8 {
@@ -176,14 +177,14 @@ func TestReloadKeepsCounts(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	e, _ := newEngine(t, policy)
+	e, _ := newEngine(t, apiPolicy)
 	many := make([]engine.Descriptor, engine.MaxDescriptors+1)
 	for i := range many {
 		many[i] = desc("user", "x")
 	}
-	deep := engine.Descriptor{Entries: make([]config.Entry, engine.MaxEntries+1)}
+	deep := engine.Descriptor{Entries: make([]policy.Entry, engine.MaxEntries+1)}
 	for i := range deep.Entries {
-		deep.Entries[i] = config.Entry{Key: "k", Value: "v"}
+		deep.Entries[i] = policy.Entry{Key: "k", Value: "v"}
 	}
 	bad := desc("user", "x")
 	bad.Override = &floodgate.Limit{Algorithm: "nope", Rate: 1, Period: time.Second}
@@ -207,7 +208,7 @@ func TestBadRequests(t *testing.T) {
 // past the limit if need be; one that used less gets it back. Neither is
 // ever over the limit in its answer.
 func TestChargeAndRefund(t *testing.T) {
-	e, _ := newEngine(t, policy)
+	e, _ := newEngine(t, apiPolicy)
 	remaining := func(r engine.Response) int64 { return r.Descriptors[0].Limits[0].Decision.Remaining }
 	with := func(hits int64, change func(*engine.Descriptor)) engine.Request {
 		d := desc("user", "kim")

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
@@ -92,7 +92,7 @@ func TestMegabyteValuesHoldNoMemory(t *testing.T) {
 	before := liveHeap()
 	for i := range 1000 {
 		base[i%len(base)] = 'b' // a distinct value each time
-		req := engine.Request{Domain: "api", Descriptors: []engine.Descriptor{{Entries: []config.Entry{
+		req := engine.Request{Domain: "api", Descriptors: []engine.Descriptor{{Entries: []policy.Entry{
 			{Key: "remote_address", Value: string(base)}}}}}
 		if _, err := e.Decide(ctx, req); !errors.Is(err, floodgate.ErrKeyTooLong) {
 			t.Fatalf("request %d: error %v, want one wrapping floodgate.ErrKeyTooLong", i, err)

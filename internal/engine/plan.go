@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/excerpt"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // item is one limit to decide for one descriptor.
@@ -27,7 +27,7 @@ type plan struct {
 	items []item
 }
 
-func newPlan(req Request, descs []config.Descriptor, set *config.Set, rules [][]config.Rule) *plan {
+func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]policy.Rule) *plan {
 	p := &plan{req: req}
 	_, known := set.Policy(req.Domain)
 	for i := range req.Descriptors {
@@ -41,7 +41,7 @@ func newPlan(req Request, descs []config.Descriptor, set *config.Set, rules [][]
 		}
 		dir := adjustOf(d)
 		if d.Override != nil && known { // Envoy applies an override whatever the tree says
-			rule := config.Rule{Domain: req.Domain, Limit: *d.Override, Count: 1}
+			rule := policy.Rule{Domain: req.Domain, Limit: *d.Override, Count: 1}
 			key := req.Domain + "/!override/" + escapeDescriptor(descs[i]) + "/" + d.Override.String()
 			p.items = append(p.items, item{desc: i, status: LimitStatus{Rule: rule, Limit: *d.Override, Key: key, Cost: signed(dir, cost)}, cost: cost, adjust: dir})
 			continue
@@ -80,7 +80,7 @@ func (p *plan) checkKeys() error {
 // cost the request gives r by name, else the cost when r counts units,
 // else 1 (0 for a read) when it counts requests, which a Refund or Charge
 // moves by d.Requests.
-func costOf(req *Request, d *Descriptor, r *config.Rule, cost int64) int64 {
+func costOf(req *Request, d *Descriptor, r *policy.Rule, cost int64) int64 {
 	if r.Name != "" {
 		if c, ok := d.Costs[r.Name]; ok {
 			return c
@@ -90,7 +90,7 @@ func costOf(req *Request, d *Descriptor, r *config.Rule, cost int64) int64 {
 		}
 	}
 	switch {
-	case r.Counts != config.CountsRequests:
+	case r.Counts != policy.CountsRequests:
 		return cost
 	case d.Refund || d.Charge:
 		return d.Requests
@@ -108,7 +108,7 @@ func signed(dir, cost int64) int64 {
 
 // escapeDescriptor renders entries so that different descriptors never
 // give the same key.
-func escapeDescriptor(d config.Descriptor) string {
+func escapeDescriptor(d policy.Descriptor) string {
 	var b strings.Builder
 	for i, e := range d.Entries {
 		if i > 0 {

@@ -28,7 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // Result is the outcome of one decision.
@@ -281,7 +281,7 @@ func (m *Metrics) SetBreakerState(state string) {
 
 // DomainLabel is the domain label of a request: the domain when set defines
 // it, Unknown otherwise (requests name any domain they like).
-func DomainLabel(set *config.Set, domain string) string {
+func DomainLabel(set *policy.Set, domain string) string {
 	if set != nil {
 		if _, ok := set.Policy(domain); ok {
 			return domain
@@ -296,7 +296,7 @@ func DomainLabel(set *config.Set, domain string) string {
 // policy asks for them (detailed_metric, value_to_metric: the rule's
 // MetricKey), and then at most MaxDetailed distinct ones, Other past that.
 // A rule without a path (a limit override in the request) is Override.
-func (m *Metrics) LimitLabel(r config.Rule, d config.Descriptor) string {
+func (m *Metrics) LimitLabel(r policy.Rule, d policy.Descriptor) string {
 	if r.Path == "" {
 		return Override
 	}

@@ -10,12 +10,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/metrics"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
-const policy = `
+const testPolicy = `
 domain: api
 descriptors:
   - key: user
@@ -32,16 +32,16 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 7}
 `
 
-func policies(t *testing.T) *config.Set {
+func policies(t *testing.T) *policy.Set {
 	t.Helper()
-	return testkit.Policies(t, policy)
+	return testkit.Policies(t, testPolicy)
 }
 
-func desc(k, v string) config.Descriptor {
-	return config.Descriptor{Entries: []config.Entry{{Key: k, Value: v}}}
+func desc(k, v string) policy.Descriptor {
+	return policy.Descriptor{Entries: []policy.Entry{{Key: k, Value: v}}}
 }
 
-func match(t *testing.T, set *config.Set, d config.Descriptor) []config.Rule {
+func match(t *testing.T, set *policy.Set, d policy.Descriptor) []policy.Rule {
 	t.Helper()
 	rules, ok := set.Match("api", d)
 	if !ok {
@@ -63,7 +63,7 @@ func TestLabels(t *testing.T) {
 		t.Errorf("nil set: %s", got)
 	}
 	for _, tc := range []struct {
-		d    config.Descriptor
+		d    policy.Descriptor
 		want []string
 	}{
 		{desc("user", "42"), []string{"api.user"}},
@@ -78,7 +78,7 @@ func TestLabels(t *testing.T) {
 			}
 		}
 	}
-	if got := m.LimitLabel(config.Rule{Domain: "api"}, desc("x", "y")); got != metrics.Override {
+	if got := m.LimitLabel(policy.Rule{Domain: "api"}, desc("x", "y")); got != metrics.Override {
 		t.Errorf("override: %s", got)
 	}
 }

@@ -8,16 +8,16 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/httplimit"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/headers"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // admitted is a request let through by its route's limits: what it was
 // decided with, for a route that reconciles its cost from the response.
 type admitted struct {
-	route *config.Route // nil when no limit applied
+	route *policy.Route // nil when no limit applied
 	req   engine.Request
 }
 
@@ -81,7 +81,7 @@ func setQuotas(h http.Header, qs []headers.Quota) {
 // decisionFailed answers a request the engine could not decide: 400 when
 // the request is at fault (a value too long for a key, a cost too large),
 // 503 when the store is.
-func (p *Proxy) decisionFailed(w http.ResponseWriter, r *http.Request, route *config.Route, err error) {
+func (p *Proxy) decisionFailed(w http.ResponseWriter, r *http.Request, route *policy.Route, err error) {
 	switch {
 	case r.Context().Err() != nil:
 		return // the client left

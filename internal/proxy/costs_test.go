@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
@@ -39,7 +39,7 @@ routes:
 func (g *gateway) remaining(t *testing.T, key, value string) map[string]int64 {
 	t.Helper()
 	r, err := g.engine.Decide(context.Background(), engine.Request{Domain: "llm",
-		Descriptors: []engine.Descriptor{{Entries: []config.Entry{{Key: key, Value: value}}, HitsSet: true}}})
+		Descriptors: []engine.Descriptor{{Entries: []policy.Entry{{Key: key, Value: value}}, HitsSet: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // and quotes only the value's start; the upstream never sees the request
 // and nothing is counted. A value at the maximum passes.
 func TestRouteValuesHeldToTheKeyPolicy(t *testing.T) {
-	g := start(t, policy, hello)
+	g := start(t, gatewayPolicy, hello)
 	for _, tc := range []struct {
 		name   string
 		size   int

@@ -17,17 +17,17 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
+	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/proxy"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
-// policy is the gateway the tests run: per-route limits of one request
+// gatewayPolicy is the policy the tests run: per-route limits of one request
 // per minute, so that the second request of a route tells which limit it
 // counted against.
-const policy = `
+const gatewayPolicy = `
 domain: gw
 descriptors:
   - key: route
@@ -135,7 +135,7 @@ func (g *gateway) do(t *testing.T, line string, header ...string) (*http.Respons
 // Each route counts its own limit: the second request of a route with a
 // limit of one per minute is refused, those of other routes are not.
 func TestRoutesByHostPrefixAndMethod(t *testing.T) {
-	g := start(t, policy, hello)
+	g := start(t, gatewayPolicy, hello)
 	steps := []struct {
 		request string
 		status  int
@@ -166,7 +166,7 @@ func TestRoutesByHostPrefixAndMethod(t *testing.T) {
 // wait as t, and a problem body naming the limit; it never reaches the
 // upstream. After the wait it passes.
 func TestDeniedRequest(t *testing.T) {
-	g := start(t, policy, hello)
+	g := start(t, gatewayPolicy, hello)
 	g.do(t, "GET admin.example.com/")
 	g.clock.Advance(20 * time.Second)
 	resp, body := g.do(t, "GET admin.example.com/")
@@ -197,7 +197,7 @@ func TestDeniedRequest(t *testing.T) {
 // A request the client must fix is answered 400 with what to fix, and a
 // limit of zero refuses everything without a Retry-After.
 func TestRequestsRefusedOutright(t *testing.T) {
-	g := start(t, policy, hello)
+	g := start(t, gatewayPolicy, hello)
 	for _, tc := range []struct {
 		request string
 		header  []string
@@ -238,7 +238,7 @@ func TestRequestsRefusedOutright(t *testing.T) {
 // The cost comes from the route: ten tokens a minute pass as 4 + 6, and
 // the next token is refused.
 func TestCostFromHeader(t *testing.T) {
-	g := start(t, policy, hello)
+	g := start(t, gatewayPolicy, hello)
 	for _, s := range []struct {
 		tokens string
 		status int
@@ -256,7 +256,7 @@ func TestCostFromHeader(t *testing.T) {
 // as sent; the client's headers reach it, with X-Forwarded-For appended.
 func TestHeadersPassThrough(t *testing.T) {
 	var seen http.Header
-	g := start(t, policy, func(w http.ResponseWriter, r *http.Request) {
+	g := start(t, gatewayPolicy, func(w http.ResponseWriter, r *http.Request) {
 		seen = r.Header.Clone()
 		w.Header().Add("Set-Cookie", "a=1")
 		w.Header().Add("Set-Cookie", "b=2")
@@ -286,7 +286,7 @@ func TestHeadersPassThrough(t *testing.T) {
 // Bodies stream both ways: the client reads the upstream's first event
 // while the upstream still waits for the client's second chunk.
 func TestStreaming(t *testing.T) {
-	g := start(t, policy, func(w http.ResponseWriter, r *http.Request) {
+	g := start(t, gatewayPolicy, func(w http.ResponseWriter, r *http.Request) {
 		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
 			t.Error(err)
 		}
@@ -340,7 +340,7 @@ func TestStreaming(t *testing.T) {
 // A leaky_bucket limit holds a request for its Delay and refuses one whose
 // Delay exceeds MaxDelay, telling it when its place will have left the queue.
 func TestLeakyBucketShapes(t *testing.T) {
-	g := start(t, policy, hello, func(o *proxy.Options) { o.MaxDelay = 30 * time.Second })
+	g := start(t, gatewayPolicy, hello, func(o *proxy.Options) { o.MaxDelay = 30 * time.Second })
 	if resp, _ := g.do(t, "GET h/shaped"); resp.StatusCode != 200 {
 		t.Fatalf("first: %d", resp.StatusCode)
 	}
@@ -369,9 +369,9 @@ func TestLeakyBucketShapes(t *testing.T) {
 // of a minute and 50ms) if it was kept: the outcome does not depend on how
 // long anything took.
 func TestLeavingClientReleasesItsPlace(t *testing.T) {
-	g := start(t, policy, hello, func(o *proxy.Options) { o.MaxDelay = time.Minute })
+	g := start(t, gatewayPolicy, hello, func(o *proxy.Options) { o.MaxDelay = time.Minute })
 	queued := func() int64 { // places taken in the queue of burst 3
-		d, err := g.engine.Decide(context.Background(), engine.Request{Domain: "gw", Descriptors: []engine.Descriptor{{Entries: []config.Entry{{Key: "shaped", Value: "all"}}, HitsSet: true}}})
+		d, err := g.engine.Decide(context.Background(), engine.Request{Domain: "gw", Descriptors: []engine.Descriptor{{Entries: []policy.Entry{{Key: "shaped", Value: "all"}}, HitsSet: true}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -419,7 +419,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // Loading a new policy set into the engine changes the routes at once.
 func TestReloadChangesRoutes(t *testing.T) {
-	g := start(t, policy, hello)
+	g := start(t, gatewayPolicy, hello)
 	if resp, _ := g.do(t, "GET h/x"); resp.StatusCode != 400 {
 		t.Fatalf("before: %d, want 400 (no API key)", resp.StatusCode)
 	}
@@ -458,7 +458,7 @@ func TestFailures(t *testing.T) {
 		{"upstream down", deadURL, mem, 502},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := proxy.New(proxy.Options{Upstream: tc.upstream, Engine: engine.New(testkit.Policies(t, policy), engine.OneStore{Limiter: tc.store})})
+			p, err := proxy.New(proxy.Options{Upstream: tc.upstream, Engine: engine.New(testkit.Policies(t, gatewayPolicy), engine.OneStore{Limiter: tc.store})})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -479,7 +479,7 @@ func TestFailures(t *testing.T) {
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	eng := engine.New(testkit.Policies(t, policy), engine.OneStore{Limiter: floodgate.NewMemory()})
+	eng := engine.New(testkit.Policies(t, gatewayPolicy), engine.OneStore{Limiter: floodgate.NewMemory()})
 	for _, tc := range []struct {
 		name string
 		opts proxy.Options
@@ -520,7 +520,7 @@ routes:
 	})
 	remaining := func() int64 {
 		t.Helper()
-		d, err := g.engine.Decide(context.Background(), engine.Request{Domain: "llm", Descriptors: []engine.Descriptor{{Entries: []config.Entry{{Key: "tenant", Value: "acme"}}, HitsSet: true}}})
+		d, err := g.engine.Decide(context.Background(), engine.Request{Domain: "llm", Descriptors: []engine.Descriptor{{Entries: []policy.Entry{{Key: "tenant", Value: "acme"}}, HitsSet: true}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,7 +47,7 @@ func steadyStream(n int, gap time.Duration) http.HandlerFunc {
 // and the policy proxy of New.
 func frontends(t *testing.T, upstream http.HandlerFunc, bound time.Duration) map[string]string {
 	t.Helper()
-	g := start(t, policy, upstream, func(o *proxy.Options) { o.UpstreamTimeout = bound })
+	g := start(t, gatewayPolicy, upstream, func(o *proxy.Options) { o.UpstreamTimeout = bound })
 	up := httptest.NewServer(upstream)
 	t.Cleanup(up.Close)
 	target, _ := url.Parse(up.URL)

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/headers"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // verdict is an engine response as the proxy answers it: only enforcing
@@ -57,7 +57,7 @@ func verdictOf(resp engine.Response) verdict {
 // limitName names a limit in the RateLimit fields and in the 429 body:
 // its name, else its place in the policy ("api.tenant.user", with "#i"
 // among several limits of one descriptor).
-func limitName(r config.Rule) string {
+func limitName(r policy.Rule) string {
 	switch {
 	case r.Name != "":
 		return r.Name

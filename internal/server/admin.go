@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/excerpt"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // admin serves /admin/... behind the bearer token; without a token it
@@ -144,9 +144,9 @@ func (s *Server) handleInspect(w http.ResponseWriter, r *http.Request) {
 	if req.explicit {
 		targets = append(targets, target{ExplicitPrefix + req.key, req.key, req.limit})
 	} else {
-		descs := make([]config.Descriptor, len(req.engine.Descriptors))
+		descs := make([]policy.Descriptor, len(req.engine.Descriptors))
 		for i, d := range req.engine.Descriptors {
-			descs[i] = config.Descriptor{Entries: d.Entries}
+			descs[i] = policy.Descriptor{Entries: d.Entries}
 		}
 		for i, rules := range s.engine.Policies().MatchAll(req.engine.Domain, descs) {
 			for _, rule := range rules {
@@ -246,9 +246,9 @@ func (s *Server) resetKeys(b resetBody) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	cds := make([]config.Descriptor, len(descs))
+	cds := make([]policy.Descriptor, len(descs))
 	for i, d := range descs {
-		cds[i] = config.Descriptor{Entries: d.Entries}
+		cds[i] = policy.Descriptor{Entries: d.Entries}
 	}
 	keys := []string{}
 	for i, rules := range s.engine.Policies().MatchAll(domain, cds) {

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/excerpt"
 	"github.com/floodgate-io/floodgate/internal/headers"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // MaxExplicitKeyBytes bounds the key of an explicit limit: the store holds
@@ -140,12 +140,12 @@ func toDescriptors(domain string, in []descriptorJSON) ([]engine.Descriptor, err
 		case len(d.Entries) > engine.MaxEntries:
 			return nil, badRequest("descriptors[%d] has %d entries, at most %d (too deep)", i, len(d.Entries), engine.MaxEntries)
 		}
-		out[i].Entries = make([]config.Entry, len(d.Entries))
+		out[i].Entries = make([]policy.Entry, len(d.Entries))
 		for j, e := range d.Entries {
 			if e.Key == "" {
 				return nil, badRequest("descriptors[%d].entries[%d]: key is empty", i, j)
 			}
-			out[i].Entries[j] = config.Entry{Key: e.Key, Value: e.Value}
+			out[i].Entries[j] = policy.Entry{Key: e.Key, Value: e.Value}
 			if err := engine.CheckEntry(out[i].Entries[j]); err != nil {
 				return nil, badRequest("descriptors[%d].entries[%d]: %v", i, j, err)
 			}
@@ -363,7 +363,7 @@ func ceilMS(d time.Duration) int64 {
 
 // limitName names a limit in responses and headers: its name, else its
 // path (with "#index" among several), "override" for a limit the request gave.
-func limitName(r config.Rule) string {
+func limitName(r policy.Rule) string {
 	switch {
 	case r.Name != "":
 		return r.Name

@@ -9,10 +9,10 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/excerpt"
 	"github.com/floodgate-io/floodgate/internal/metrics"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // decide runs a policy lookup and records it in the metrics.
@@ -27,7 +27,7 @@ func (s *Server) decide(ctx context.Context, req engine.Request) (engine.Respons
 	}
 	recorded := false
 	for i, ds := range resp.Descriptors {
-		desc := config.Descriptor{Entries: req.Descriptors[i].Entries}
+		desc := policy.Descriptor{Entries: req.Descriptors[i].Entries}
 		for _, ls := range ds.Limits {
 			result := metrics.Allowed
 			switch {
@@ -89,7 +89,7 @@ func latencyOnce(done *bool, took time.Duration) time.Duration {
 }
 
 // isShadow reports whether a rule reports without denying.
-func isShadow(r config.Rule) bool { return r.ShadowMode || r.QuotaMode }
+func isShadow(r policy.Rule) bool { return r.ShadowMode || r.QuotaMode }
 
 func isBadInput(err error) bool {
 	return errors.Is(err, engine.ErrBadRequest) || errors.Is(err, floodgate.ErrInvalidLimit) ||

@@ -17,10 +17,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/excerpt"
 	"github.com/floodgate-io/floodgate/internal/headers"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // rlsService implements envoy.service.ratelimit.v3.RateLimitService.
@@ -108,12 +108,12 @@ func fromRLSDescriptor(d *ratelimitv3.RateLimitDescriptor) (engine.Descriptor, e
 		return out, fmt.Errorf("%d entries, at most %d (too deep)", n, engine.MaxEntries)
 	}
 	out.Refund = d.GetIsNegativeHits()
-	out.Entries = make([]config.Entry, len(d.GetEntries()))
+	out.Entries = make([]policy.Entry, len(d.GetEntries()))
 	for j, e := range d.GetEntries() {
 		if e.GetKey() == "" {
 			return out, fmt.Errorf("entries[%d]: key is empty", j)
 		}
-		out.Entries[j] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		out.Entries[j] = policy.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		if err := engine.CheckEntry(out.Entries[j]); err != nil {
 			return out, fmt.Errorf("entries[%d]: %w", j, err)
 		}

@@ -22,10 +22,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
 	"github.com/floodgate-io/floodgate/internal/engine"
 	"github.com/floodgate-io/floodgate/internal/listen"
 	"github.com/floodgate-io/floodgate/internal/metrics"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // DefaultMaxBodyBytes bounds request bodies when Options.MaxBodyBytes is 0.
@@ -101,7 +101,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, engine: opts.Engine, metrics: opts.Metrics, log: opts.Logger}
 	if s.engine == nil {
-		empty, _ := config.NewSet()
+		empty, _ := policy.NewSet()
 		s.engine = engine.New(empty, engine.OneStore{})
 	}
 	if s.log == nil {

@@ -7,17 +7,18 @@ import (
 	"testing"
 
 	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
 // Policies parses one inline YAML policy into a set, failing the test on
 // any error.
-func Policies(tb testing.TB, yaml string) *config.Set {
+func Policies(tb testing.TB, yaml string) *policy.Set {
 	tb.Helper()
 	p, err := config.Parse("policy.yaml", []byte(yaml))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	set, err := config.NewSet(p)
+	set, err := policy.NewSet(p)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package config
+package policy
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func NewSet(policies ...*Policy) (*Set, error) {
 			continue
 		}
 		if first, ok := s.domains[p.Domain]; ok {
-			return nil, &Error{File: p.File, Line: p.domainLine,
+			return nil, &Error{File: p.File, Line: p.line,
 				Msg: fmt.Sprintf("domain %q is already defined in %s", p.Domain, first.File)}
 		}
 		s.domains[p.Domain] = p

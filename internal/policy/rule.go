@@ -1,4 +1,4 @@
-package config
+package policy
 
 import (
 	"fmt"
@@ -60,7 +60,7 @@ const (
 // ParseStrategy reads a strategy's name, or says which names there are.
 func ParseStrategy(s string) (Strategy, error) {
 	if !slices.Contains(Strategies(), Strategy(s)) {
-		return "", fmt.Errorf("unknown strategy %q (want one of %s)", s, joinNames(Strategies()))
+		return "", fmt.Errorf("unknown strategy %q (want one of %s)", s, StrategyNames())
 	}
 	return Strategy(s), nil
 }
@@ -69,6 +69,15 @@ func ParseStrategy(s string) (Strategy, error) {
 // implements them and documents each one's error bound.
 func Strategies() []Strategy {
 	return []Strategy{StrategyExact, StrategyLocal, StrategyLeased, StrategySynced, StrategySampled, StrategyGossip}
+}
+
+// StrategyNames lists the strategies' names for messages: "exact, local, ...".
+func StrategyNames() string {
+	names := make([]string, 0, len(Strategies()))
+	for _, s := range Strategies() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
 }
 
 // Counts says what a limit counts: the units of a request's cost, or the
