@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/config"
 	"github.com/floodgate-io/floodgate/internal/policy"
 )
 

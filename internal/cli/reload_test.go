@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/config"
 	"github.com/floodgate-io/floodgate/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/watch"
 )

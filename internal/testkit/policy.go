@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/config"
 	"github.com/floodgate-io/floodgate/internal/policy"
 )
 

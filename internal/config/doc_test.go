@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/config"
 )
 
 // The YAML examples of the package documentation load.

@@ -3,7 +3,7 @@ package config_test
 import (
 	"fmt"
 
-	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/config"
 	"github.com/floodgate-io/floodgate/internal/policy"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/config"
 	"github.com/floodgate-io/floodgate/internal/policy"
 )
 
@@ -21,7 +21,7 @@ func envoyCorpus() string {
 	if dir := os.Getenv("FLOODGATE_ENVOY_CORPUS"); dir != "" {
 		return dir
 	}
-	return "../../shared/compat/envoy-ratelimit"
+	return "../../../shared/compat/envoy-ratelimit"
 }
 
 func corpus(t *testing.T) string {

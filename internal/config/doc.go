@@ -1,6 +1,8 @@
-// Package config is Floodgate's policy language: it reads the YAML that says
-// which limits apply to which requests, and answers, for a request's
-// descriptors, which limits apply.
+// Package config is Floodgate's policy language: it decodes the YAML that
+// says which limits apply to which requests into the run-time model of
+// package internal/policy, which answers, for a request's descriptors,
+// which limits apply. Only the command line and tests use it: a request
+// never comes back here.
 //
 // The language is the descriptor format of Envoy's reference rate limit
 // service (github.com/envoyproxy/ratelimit), so existing configuration files
@@ -37,12 +39,12 @@
 // The fields of a descriptor: key (required), value, rate_limit, descriptors,
 // shadow_mode, quota_mode (a soft limit: exceeding it is reported, not
 // denied), detailed_metric and value_to_metric (metric names, see
-// [Rule.MetricKey]), share_threshold (only on a wildcard value: every value
+// [policy.Rule.MetricKey]), share_threshold (only on a wildcard value: every value
 // it matches shares one counter) and metadata (any mapping, handed to the
 // caller with the rule). The fields of a rate_limit: unit and
 // requests_per_unit, or unlimited: true; name; replaces, a list of {name: n}
 // naming limits this one replaces when both apply to one request. A
-// requests_per_unit of 0 denies every request, as in Envoy ([Rule.DeniesAll]).
+// requests_per_unit of 0 denies every request, as in Envoy ([policy.Rule.DeniesAll]).
 // Week is 7 days, month 30 days and year 365 days, as envoyproxy/ratelimit
 // counts them.
 //
@@ -64,7 +66,7 @@
 //	        unit: hour
 //	        requests_per_unit: 10000
 //	        failure_mode: fail_open   # or fail_closed, fail_local (see package failover)
-//	        strategy: exact           # how a fleet shares it (see [Strategies]), or with parameters:
+//	        strategy: exact           # how a fleet shares it (see [policy.Strategies]), or with parameters:
 //	                                  #   strategy: {name: synced, interval: 250ms}
 //	                                  #   strategy: {name: sampled, one_in: 20}
 //
@@ -98,18 +100,11 @@
 //
 // # Matching
 //
-// A request carries descriptors, each an ordered list of (key, value)
-// entries; each descriptor is matched on its own, as envoyproxy/ratelimit
-// does. The entries walk the tree one level each. At each level the entry
-// takes, in this order: the descriptor with the same key and value; else the
-// first descriptor, in file order, with the same key and a wildcard value the
-// entry's value starts with; else the descriptor with the same key and no
-// value. The walk never backtracks: when the chosen descriptor has no child
-// for the next entry, nothing applies, even if another branch would have
-// matched. The limits that apply are those of the descriptor reached by the
-// last entry: a request with fewer entries stops above deeper limits, one
-// with more entries goes past a limit set on an intermediate level, and in
-// both cases that limit does not apply.
+// A request's descriptors walk the tree one entry per level, as
+// envoyproxy/ratelimit walks it: key and value, else the first matching
+// wildcard, else key alone, never backtracking; the limits that apply are
+// those of the descriptor the last entry reaches. Package internal/policy,
+// which does the matching, states the rules in full.
 //
 // # Routes
 //

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate-io/floodgate/config"
+	"github.com/floodgate-io/floodgate/internal/config"
 )
 
 // writeFiles creates files (name -> content) under a new directory.
