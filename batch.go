@@ -77,24 +77,28 @@ func (m *Memory) AllowAll(_ context.Context, reqs []Request) ([]Decision, error)
 		compiled[i] = cl
 	}
 	now := m.now()
-	ks := make([]batchKey, len(reqs))
+	hashes := make([]uint64, len(reqs))
+	index := make([]int, len(reqs))
 	for i, rq := range reqs {
-		h := m.hash(rq.Key)
-		ks[i] = batchKey{h: h, shard: int(h & m.mask)}
+		hashes[i] = m.hash(rq.Key)
+		index[i] = int(hashes[i] & m.mask)
 	}
-	locked := m.lockAll(ks)
-	defer m.unlockAll(locked)
+	// The shards' tables under their locks: per distinct shard, and per
+	// request. Small batches keep these on the stack.
+	held, ws := make([]*lockedKeys, len(reqs)), make([]*lockedKeys, len(reqs))
+	locked := m.lockAll(index, held, ws)
+	defer m.unlockAll(locked, held)
 
 	out := make([]Decision, len(reqs))
 	undo := make([]undoRecord, 0, len(reqs))
 	failed := -1
 	for i, rq := range reqs {
-		sh, w := &m.shards[ks[i].shard], ks[i].w
-		j, added := sh.lookup(w, ks[i].h, rq.Key, compiled[i], now)
+		sh, w := &m.shards[index[i]], ws[i]
+		j, added := sh.lookup(w, hashes[i], rq.Key, compiled[i], now)
 		ref := w.Slot(j)
 		e := ref.Value()
 		var r algo.Result
-		undo = append(undo, undoRecord{w: w, hash: ks[i].h, key: rq.Key, state: e.state, cost: rq.Cost, added: added})
+		undo = append(undo, undoRecord{w: w, hash: hashes[i], key: rq.Key, state: e.state, cost: rq.Cost, added: added})
 		e.apply(ref.Cold(), now, rq.Cost, true, &r)
 		ref.Unlock()
 		fill(&out[i], &r)
@@ -110,7 +114,7 @@ func (m *Memory) AllowAll(_ context.Context, reqs []Request) ([]Decision, error)
 	sequential := out[failed]
 	rollback(undo)
 	for i, rq := range reqs {
-		deniedInBatch(ks[i].w, ks[i].h, rq.Key, compiled[i], now, rq.Cost, &out[i])
+		deniedInBatch(ws[i], hashes[i], rq.Key, compiled[i], now, rq.Cost, &out[i])
 	}
 	if out[failed].RetryAfter == 0 { // the same key twice: it denies only after the others
 		out[failed].RetryAfter = sequential.RetryAfter
@@ -147,50 +151,31 @@ func (e *entry) describeDenied(log **algo.Log, now, cost int64, d *Decision) {
 	}
 }
 
-// batchKey is where one request of a batch goes: its key's hash, its shard
-// and, once lockAll has run, the shard's table under its lock.
-type batchKey struct {
-	h     uint64
-	shard int
-	w     *lockedKeys
-}
-
-// lockedShard is a shard whose lock a batch holds.
-type lockedShard struct {
-	sh *shard
-	w  *lockedKeys
-}
-
-// lockAll locks each distinct shard of ks once, in index order, gives each
-// key its shard's locked table and returns the shards it locked. The shards
-// are marked as batching so that decisions which find their key without
-// the lock take it: a decision that had already found its slot finishes
-// before the batch can hold that slot.
-func (m *Memory) lockAll(ks []batchKey) []lockedShard {
-	order := make([]int, len(ks))
-	for i := range ks {
-		order[i] = ks[i].shard
+// lockAll locks each distinct shard of index once, in index order, and
+// returns the indexes it locked; held[n] is then the table of shard
+// locked[n] under its lock, and ws[i] that of request i's shard index[i].
+// The shards are marked as batching so that decisions which find their key
+// without the lock take it: a decision that had already found its slot
+// finishes before the batch can hold that slot.
+func (m *Memory) lockAll(index []int, held, ws []*lockedKeys) []int {
+	locked := slices.Clone(index)
+	slices.Sort(locked)
+	locked = slices.Compact(locked)
+	for n, i := range locked {
+		held[n] = m.shards[i].t.Lock()
+		m.shards[i].batching.Store(true)
 	}
-	slices.Sort(order)
-	order = slices.Compact(order)
-	locked := make([]lockedShard, len(order))
-	for n, s := range order {
-		sh := &m.shards[s]
-		locked[n] = lockedShard{sh: sh, w: sh.t.Lock()}
-		sh.batching.Store(true)
-		for i := range ks {
-			if ks[i].shard == s {
-				ks[i].w = locked[n].w
-			}
-		}
+	for i, s := range index {
+		n, _ := slices.BinarySearch(locked, s)
+		ws[i] = held[n]
 	}
 	return locked
 }
 
-func (m *Memory) unlockAll(locked []lockedShard) {
-	for _, l := range locked {
-		l.sh.batching.Store(false)
-		l.w.Unlock()
+func (m *Memory) unlockAll(locked []int, held []*lockedKeys) {
+	for n, i := range locked {
+		m.shards[i].batching.Store(false)
+		held[n].Unlock()
 	}
 }
 
