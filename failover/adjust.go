@@ -2,15 +2,14 @@ package failover
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/floodgate-io/floodgate"
 )
 
-// Adjust implements floodgate.Adjuster when the store does: it forwards the
-// adjustment to the store, within Timeout and through the circuit breaker,
-// like a decision. When the store cannot take it (unavailable, or the
+// adjust is Adjust of a Limiter whose store is a floodgate.Adjuster: it
+// forwards the adjustment to the store, within Timeout and through the
+// circuit breaker, like a decision. When the store cannot take it (unavailable, or the
 // breaker open):
 //
 //   - under FailLocal the adjustment goes to the local Memory, under the
@@ -20,14 +19,9 @@ import (
 //     floodgate.ErrStoreUnavailable: the adjustment was not applied
 //     anywhere (FailOpen's local count only describes, it never denies).
 //
-// A store that is not a floodgate.Adjuster gets an error wrapping
-// errors.ErrUnsupported. Bad input is reported as such, even while the
-// store is unavailable.
-func (l *Limiter) Adjust(ctx context.Context, key string, limit floodgate.Limit, delta int64) error {
-	store, ok := l.store.(floodgate.Adjuster)
-	if !ok {
-		return fmt.Errorf("failover: store %T does not implement floodgate.Adjuster: %w", l.store, errors.ErrUnsupported)
-	}
+// Bad input is reported as such, even while the store is unavailable.
+func (l *core) adjust(ctx context.Context, key string, limit floodgate.Limit, delta int64) error {
+	store := l.adjuster
 	ph, cause, err := l.admit(ctx)
 	if err != nil {
 		return err
@@ -45,7 +39,7 @@ func (l *Limiter) Adjust(ctx context.Context, key string, limit floodgate.Limit,
 
 // degradeAdjust is the policy's answer to an adjustment the store could not
 // take for cause.
-func (l *Limiter) degradeAdjust(ctx context.Context, key string, limit floodgate.Limit, delta int64, cause error) error {
+func (l *core) degradeAdjust(ctx context.Context, key string, limit floodgate.Limit, delta int64, cause error) error {
 	if l.cfg.Mode == FailLocal {
 		return l.local.Adjust(ctx, key, nodeShare(limit, l.nodes()), delta)
 	}

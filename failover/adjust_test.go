@@ -27,7 +27,23 @@ func (s *adjustingStore) Adjust(ctx context.Context, _ string, _ floodgate.Limit
 	return nil
 }
 
-var _ floodgate.Adjuster = (*Limiter)(nil)
+var (
+	_ floodgate.Adjuster     = adjusting{}
+	_ floodgate.Adjuster     = batchingAdjusting{}
+	_ floodgate.BatchLimiter = batching{}
+	_ floodgate.BatchLimiter = batchingAdjusting{}
+)
+
+// singleAdjusting adjusts but decides one request at a time: no AllowAll.
+type singleAdjusting struct{ s *adjustingStore }
+
+func (a singleAdjusting) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
+	return a.s.AllowN(ctx, key, limit, cost)
+}
+
+func (a singleAdjusting) Adjust(ctx context.Context, key string, limit floodgate.Limit, delta int64) error {
+	return a.s.Adjust(ctx, key, limit, delta)
+}
 
 var minute = floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 10, Period: time.Minute}
 
@@ -38,7 +54,7 @@ func TestAdjustGoesToTheStore(t *testing.T) {
 			store := newAdjustingStore(succeed)
 			l, _ := newLimiter(t, store, Config{Mode: mode})
 			for _, delta := range []int64{5, -2, 0} {
-				if err := l.Adjust(context.Background(), "k", minute, delta); err != nil {
+				if err := l.adjust(context.Background(), "k", minute, delta); err != nil {
 					t.Fatalf("Adjust(%d): %v", delta, err)
 				}
 			}
@@ -74,7 +90,7 @@ func TestAdjustWhileTheStoreIsDown(t *testing.T) {
 				}
 				store.set(failUnavailable)
 				decide(t, l, "k", minute, 1) // local share: 5 a minute, 1 taken
-				err := l.Adjust(context.Background(), "k", minute, 2)
+				err := l.adjust(context.Background(), "k", minute, 2)
 				if tc.wantErr != (err != nil) || (err != nil && !errors.Is(err, floodgate.ErrStoreUnavailable)) {
 					t.Fatalf("error %v; want one wrapping ErrStoreUnavailable: %v", err, tc.wantErr)
 				}
@@ -82,7 +98,7 @@ func TestAdjustWhileTheStoreIsDown(t *testing.T) {
 					t.Fatal("a failing store recorded the adjustment")
 				}
 				if tc.mode == FailLocal {
-					if r := decide(t, l, "k", minute, 0); !r.Degraded || r.Remaining != 2 {
+					if r := decide(t, l, "k", minute, 0); !r.degraded() || r.Remaining != 2 {
 						t.Fatalf("local decision after charging 2: %+v, want Remaining 2 of a share of 5", r)
 					}
 				}
@@ -97,13 +113,13 @@ func TestAdjustUsesTheBreaker(t *testing.T) {
 	store := newAdjustingStore(failUnavailable)
 	l, _ := newLimiter(t, store, Config{Mode: FailClosed})
 	for range threshold {
-		l.Adjust(context.Background(), "k", minute, 1)
+		l.adjust(context.Background(), "k", minute, 1)
 	}
 	if l.State() != Open || l.Stats().StoreErrors != threshold {
 		t.Fatalf("after %d failed adjustments: breaker %v, %+v", threshold, l.State(), l.Stats())
 	}
 	calls := store.calls.Load()
-	if err := l.Adjust(context.Background(), "k", minute, 1); !errors.Is(err, ErrBreakerOpen) {
+	if err := l.adjust(context.Background(), "k", minute, 1); !errors.Is(err, ErrBreakerOpen) {
 		t.Fatalf("with the breaker open: %v, want ErrBreakerOpen", err)
 	}
 	if store.calls.Load() != calls {
@@ -124,7 +140,6 @@ func TestAdjustErrorsThatAreNotOutages(t *testing.T) {
 		delta int64
 		want  error
 	}{
-		{"the store does not adjust", newFake(succeed), ok, "k", minute, 1, errors.ErrUnsupported},
 		{"the store rejects the limit", newAdjustingStore(badLimit), ok, "k", minute, 1, floodgate.ErrInvalidLimit},
 		{"the caller gave up", newAdjustingStore(succeed), cancelled, "k", minute, 1, context.Canceled},
 		{"empty key, store down", newAdjustingStore(failUnavailable), ok, "", minute, 1, floodgate.ErrInvalidKey},
@@ -134,7 +149,7 @@ func TestAdjustErrorsThatAreNotOutages(t *testing.T) {
 		for _, mode := range Modes() {
 			t.Run(tc.name+"/"+string(mode), func(t *testing.T) {
 				l, _ := newLimiter(t, tc.store, Config{Mode: mode})
-				err := l.Adjust(tc.ctx, tc.key, tc.limit, tc.delta)
+				err := l.adjust(tc.ctx, tc.key, tc.limit, tc.delta)
 				if !errors.Is(err, tc.want) || errors.Is(err, floodgate.ErrStoreUnavailable) {
 					t.Fatalf("error %v, want one wrapping %v and not ErrStoreUnavailable", err, tc.want)
 				}
@@ -149,7 +164,7 @@ func TestAdjustThroughToAMemory(t *testing.T) {
 	store := floodgate.NewMemory(floodgate.WithClock(floodgate.NewManualClock(epoch)))
 	l, _ := newLimiter(t, store, Config{Mode: FailLocal})
 	decide(t, l, "k", minute, 4)
-	if err := l.Adjust(context.Background(), "k", minute, -3); err != nil {
+	if err := l.adjust(context.Background(), "k", minute, -3); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := store.AllowN(context.Background(), "k", minute, 0); d.Remaining != 9 {

@@ -56,7 +56,7 @@ func BenchmarkHealthyStore(b *testing.B) {
 	}
 }
 
-func openForBench(b *testing.B, mode Mode) *Limiter {
+func openForBench(b *testing.B, mode Mode) Limiter {
 	f := newFake(failUnavailable)
 	l, err := New(f, Config{Mode: mode, CoolDown: 1 << 62, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

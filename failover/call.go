@@ -16,7 +16,7 @@ import (
 // open breaker skips the store, or else the breaker phase to call under.
 // It is separate from guard so that a skipped decision builds no closure:
 // during an outage every request takes this path, and it allocates nothing.
-func (l *Limiter) admit(ctx context.Context) (ph *phase, cause, err error) {
+func (l *core) admit(ctx context.Context) (ph *phase, cause, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -35,7 +35,7 @@ func (l *Limiter) admit(ctx context.Context) (ph *phase, cause, err error) {
 // floodgate.ErrStoreUnavailable) when the policy must decide; or err, the
 // caller's context error or an error that says nothing about the store's
 // health (bad input), unchanged.
-func guard[T any](l *Limiter, ctx context.Context, ph *phase, call func(context.Context) (T, error)) (v T, cause, err error) {
+func guard[T any](l *core, ctx context.Context, ph *phase, call func(context.Context) (T, error)) (v T, cause, err error) {
 	v, err = callWithTimeout(l, ctx, call)
 	if err == nil {
 		l.succeeded(ph)
@@ -81,7 +81,7 @@ func isUnavailable(err error) bool {
 
 // unavailable makes err a cause that wraps floodgate.ErrStoreUnavailable, so
 // that callers test one sentinel whatever the store's error was.
-func (l *Limiter) unavailable(err error) error {
+func (l *core) unavailable(err error) error {
 	switch {
 	case errors.Is(err, floodgate.ErrStoreUnavailable):
 		return err
@@ -119,7 +119,7 @@ func (p *StorePanic) String() string {
 // The store runs on its own goroutine so that one that ignores its context
 // cannot hold the caller; the goroutine ends when the store returns, and the
 // buffered channel lets it end even when nobody waits any more.
-func callWithTimeout[T any](l *Limiter, ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+func callWithTimeout[T any](l *core, ctx context.Context, call func(context.Context) (T, error)) (T, error) {
 	tctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	if l.direct { // the store returns by the deadline itself: no goroutine needed
@@ -145,7 +145,7 @@ func callWithTimeout[T any](l *Limiter, ctx context.Context, call func(context.C
 	}
 }
 
-func run[T any](l *Limiter, ctx context.Context, call func(context.Context) (T, error), done chan<- outcome[T]) {
+func run[T any](l *core, ctx context.Context, call func(context.Context) (T, error), done chan<- outcome[T]) {
 	var o outcome[T]
 	returned := false
 	defer func() {

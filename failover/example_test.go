@@ -31,21 +31,20 @@ func Example() {
 
 	limit := floodgate.PerSecond(100)
 	allowed := 0
-	var last failover.Result
 	for range 40 {
-		last, err = limiter.Decide(context.Background(), "tenant:acme", limit, 1)
+		d, err := limiter.AllowN(context.Background(), "tenant:acme", limit, 1)
 		if err != nil {
 			panic(err)
 		}
-		if last.Allowed {
+		if d.Allowed {
 			allowed++
 		}
 	}
 	fmt.Println("allowed:", allowed)
-	fmt.Println("degraded:", last.Degraded)
+	fmt.Println("degraded:", limiter.Stats().Degraded)
 	fmt.Println("breaker:", limiter.State())
 	// Output:
 	// allowed: 25
-	// degraded: true
+	// degraded: 40
 	// breaker: open
 }

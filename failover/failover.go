@@ -27,9 +27,12 @@
 // on the caller's timer) is called on the caller's goroutine; any other
 // runs on a goroutine of its own, which ends when the store returns, and
 // the decision goes on without it. A decision the store did not answer in
-// time is the policy's (Degraded, its Cause wrapping
-// context.DeadlineExceeded), but the store may still have counted it: an
-// outage errs towards the shared count being high, never low.
+// time is the policy's (counted in Stats.Degraded), but the store may still
+// have counted it: an outage errs towards the shared count being high,
+// never low.
+//
+// The Limiter New returns has its store's optional capabilities
+// (floodgate.BatchLimiter, floodgate.Adjuster) and no others.
 package failover
 
 import (
@@ -171,15 +174,39 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// Limiter applies a failure policy to a store. It is safe for concurrent use.
-type Limiter struct {
-	store   floodgate.Limiter
-	batch   floodgate.BatchLimiter // nil when the store decides one request at a time
-	cfg     Config
-	local   *floodgate.Memory // nil under FailClosed
-	breaker breaker
-	stats   counters
-	direct  bool // the store honours its context's deadline (DeadlineAware)
+// Limiter is a store behind a failure policy: a floodgate.Limiter that
+// decides through the store while it answers and by the policy while it
+// does not, with the circuit breaker's state. It is safe for concurrent use.
+//
+// The Limiter New returns is also a floodgate.BatchLimiter when its store is
+// one, and a floodgate.Adjuster when its store is one, each under the same
+// policy and breaker; never otherwise. Ask it with a type assertion, as for
+// any Limiter: a capability it offers is one its store has, so no call it
+// offers answers errors.ErrUnsupported.
+type Limiter interface {
+	floodgate.Limiter
+	// State returns the circuit breaker's state.
+	State() BreakerState
+	// Stats returns the counters so far.
+	Stats() Stats
+	// Probe reports whether the store answers, sending the breaker's probe
+	// as a ping when one is due (see Config.Ping): readiness checks call it.
+	Probe(ctx context.Context) error
+	// Close releases the local state of the policy (see New).
+	Close()
+}
+
+// core applies a failure policy to a store: every Limiter New returns is
+// one of the capability sets below around a core.
+type core struct {
+	store    floodgate.Limiter
+	batch    floodgate.BatchLimiter // nil when the store decides one request at a time
+	adjuster floodgate.Adjuster     // nil when the store cannot adjust
+	cfg      Config
+	local    *floodgate.Memory // nil under FailClosed
+	breaker  breaker
+	stats    counters
+	direct   bool // the store honours its context's deadline (DeadlineAware)
 }
 
 // DeadlineAware is implemented by stores that return by their context's
@@ -192,9 +219,10 @@ type DeadlineAware interface {
 	HonorsDeadline() bool
 }
 
-// New wraps store with the failure policy of cfg. The caller keeps
-// ownership of store: Close does not close it.
-func New(store floodgate.Limiter, cfg Config) (*Limiter, error) {
+// New wraps store with the failure policy of cfg. The Limiter has the
+// store's capabilities (floodgate.BatchLimiter, floodgate.Adjuster) and no
+// others. The caller keeps ownership of store: Close does not close it.
+func New(store floodgate.Limiter, cfg Config) (Limiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: store is nil", ErrInvalidConfig)
 	}
@@ -202,20 +230,60 @@ func New(store floodgate.Limiter, cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{store: store, cfg: cfg}
+	l := &core{store: store, cfg: cfg}
 	if da, ok := store.(DeadlineAware); ok {
 		l.direct = da.HonorsDeadline()
 	}
 	l.batch, _ = store.(floodgate.BatchLimiter)
+	l.adjuster, _ = store.(floodgate.Adjuster)
 	if cfg.Mode != FailClosed {
 		l.local = newLocal(cfg)
 	}
 	l.breaker.init(cfg.FailureThreshold, cfg.CoolDown, nowFunc(cfg.Clock))
+	switch {
+	case l.batch != nil && l.adjuster != nil:
+		return batchingAdjusting{l}, nil
+	case l.batch != nil:
+		return batching{l}, nil
+	case l.adjuster != nil:
+		return adjusting{l}, nil
+	}
 	return l, nil
 }
 
+// The capability sets: a store's optional interfaces, each method applying
+// the policy as AllowN does.
+type (
+	batching          struct{ *core }
+	adjusting         struct{ *core }
+	batchingAdjusting struct{ *core }
+)
+
+// AllowAll implements floodgate.BatchLimiter: the store's batch, all or
+// nothing, or the policy's decision on the whole batch when the store is
+// unavailable.
+func (b batching) AllowAll(ctx context.Context, reqs []floodgate.Request) ([]floodgate.Decision, error) {
+	r, err := b.decideAll(ctx, reqs)
+	return r.decisions, err
+}
+
+// AllowAll implements floodgate.BatchLimiter, as batching.AllowAll does.
+func (b batchingAdjusting) AllowAll(ctx context.Context, reqs []floodgate.Request) ([]floodgate.Decision, error) {
+	return batching(b).AllowAll(ctx, reqs)
+}
+
+// Adjust implements floodgate.Adjuster (see core.adjust).
+func (a adjusting) Adjust(ctx context.Context, key string, limit floodgate.Limit, delta int64) error {
+	return a.adjust(ctx, key, limit, delta)
+}
+
+// Adjust implements floodgate.Adjuster (see core.adjust).
+func (a batchingAdjusting) Adjust(ctx context.Context, key string, limit floodgate.Limit, delta int64) error {
+	return a.adjust(ctx, key, limit, delta)
+}
+
 // nodes is N for FailLocal.
-func (l *Limiter) nodes() int {
+func (l *core) nodes() int {
 	if l.cfg.Fleet != nil {
 		return max(1, l.cfg.Fleet.Count())
 	}
@@ -240,39 +308,33 @@ func nowFunc(c floodgate.Clock) func() time.Time {
 	return c.Now
 }
 
-// Result is a decision and whether the failure policy made it.
-type Result struct {
+// result is a decision and whether the failure policy made it: cause, when
+// not nil, is why the store could not answer (it wraps
+// floodgate.ErrStoreUnavailable).
+type result struct {
 	floodgate.Decision
-	// Degraded reports that the store could not answer and the failure
-	// policy decided.
-	Degraded bool
-	// Cause is why the store could not answer; it wraps
-	// floodgate.ErrStoreUnavailable. nil when not degraded.
-	Cause error
+	cause error
 }
 
-// BatchResult is the outcome of a batch and whether the failure policy
-// decided it.
-type BatchResult struct {
-	Decisions []floodgate.Decision
-	Degraded  bool
-	Cause     error
+// batchResult is the outcome of a batch and why the policy decided it.
+type batchResult struct {
+	decisions []floodgate.Decision
+	cause     error
 }
 
 // AllowN implements floodgate.Limiter: the store's decision, or the policy's
 // when the store is unavailable. Errors are the caller's (a cancelled
 // context) or bad input, never the store's unavailability.
-func (l *Limiter) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
-	r, err := l.Decide(ctx, key, limit, cost)
+func (l *core) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
+	r, err := l.decide(ctx, key, limit, cost)
 	return r.Decision, err
 }
 
-// Decide is AllowN that also reports whether the decision was degraded and
-// why, for metrics, logs and response headers.
-func (l *Limiter) Decide(ctx context.Context, key string, limit floodgate.Limit, cost int64) (Result, error) {
+// decide is AllowN that also says why the policy decided, for tests.
+func (l *core) decide(ctx context.Context, key string, limit floodgate.Limit, cost int64) (result, error) {
 	ph, cause, err := l.admit(ctx)
 	if err != nil {
-		return Result{}, err
+		return result{}, err
 	}
 	var d floodgate.Decision
 	if cause == nil {
@@ -280,36 +342,24 @@ func (l *Limiter) Decide(ctx context.Context, key string, limit floodgate.Limit,
 			return l.store.AllowN(ctx, key, limit, cost)
 		})
 		if err != nil {
-			return Result{}, err
+			return result{}, err
 		}
 	}
 	if cause != nil {
 		if d, err = l.degrade(ctx, key, limit, cost); err != nil {
-			return Result{}, err
+			return result{}, err
 		}
 	}
 	l.stats.decided(1, cause != nil)
-	return Result{Decision: d, Degraded: cause != nil, Cause: cause}, nil
+	return result{Decision: d, cause: cause}, nil
 }
 
-// AllowAll implements floodgate.BatchLimiter when the store does; otherwise
-// it returns an error wrapping errors.ErrUnsupported, since deciding the
-// requests one by one would not be all or nothing. When the store is
-// unavailable the policy decides the whole batch.
-func (l *Limiter) AllowAll(ctx context.Context, reqs []floodgate.Request) ([]floodgate.Decision, error) {
-	r, err := l.DecideAll(ctx, reqs)
-	return r.Decisions, err
-}
-
-// DecideAll is AllowAll that also reports whether the batch was degraded.
-func (l *Limiter) DecideAll(ctx context.Context, reqs []floodgate.Request) (BatchResult, error) {
-	if l.batch == nil {
-		return BatchResult{}, fmt.Errorf("failover: store %T does not implement floodgate.BatchLimiter: %w",
-			l.store, errors.ErrUnsupported)
-	}
+// decideAll is the batch of a store that has batches, under the policy:
+// when the store is unavailable the policy decides the whole batch.
+func (l *core) decideAll(ctx context.Context, reqs []floodgate.Request) (batchResult, error) {
 	ph, cause, err := l.admit(ctx)
 	if err != nil {
-		return BatchResult{}, err
+		return batchResult{}, err
 	}
 	var ds []floodgate.Decision
 	if cause == nil {
@@ -317,29 +367,29 @@ func (l *Limiter) DecideAll(ctx context.Context, reqs []floodgate.Request) (Batc
 			return l.batch.AllowAll(ctx, reqs)
 		})
 		if err != nil {
-			return BatchResult{}, err
+			return batchResult{}, err
 		}
 	}
 	if cause != nil {
 		if ds, err = l.degradeAll(ctx, reqs); err != nil {
-			return BatchResult{}, err
+			return batchResult{}, err
 		}
 	}
 	l.stats.decided(len(reqs), cause != nil)
-	return BatchResult{Decisions: ds, Degraded: cause != nil, Cause: cause}, nil
+	return batchResult{decisions: ds, cause: cause}, nil
 }
 
-// State returns the circuit breaker's state.
-func (l *Limiter) State() BreakerState { return l.breaker.state() }
+// State implements Limiter.
+func (l *core) State() BreakerState { return l.breaker.state() }
 
-// Stats returns the counters so far.
-func (l *Limiter) Stats() Stats { return l.stats.snapshot() }
+// Stats implements Limiter.
+func (l *core) Stats() Stats { return l.stats.snapshot() }
 
 // Close releases the local Memory. The Limiter starts no goroutine of its
 // own: the only ones it runs are store calls, each of which ends when the
 // store's call returns, so there is nothing else to stop. Close does not
 // close the store; decisions after Close still work, from empty local state.
-func (l *Limiter) Close() {
+func (l *core) Close() {
 	if l.local != nil {
 		l.local.Close()
 	}
@@ -379,7 +429,7 @@ func (c *counters) snapshot() Stats {
 	}
 }
 
-func (l *Limiter) logger() *slog.Logger {
+func (l *core) logger() *slog.Logger {
 	if l.cfg.Logger != nil {
 		return l.cfg.Logger
 	}

@@ -41,7 +41,7 @@ const (
 
 // newLimiter wraps store under a manual clock and a discarded log; cfg's
 // zero fields take the test defaults.
-func newLimiter(t testing.TB, store floodgate.Limiter, cfg Config) (*Limiter, *floodgate.ManualClock) {
+func newLimiter(t testing.TB, store floodgate.Limiter, cfg Config) (*core, *floodgate.ManualClock) {
 	t.Helper()
 	clock := floodgate.NewManualClock(epoch)
 	cfg.Clock = clock
@@ -50,18 +50,18 @@ func newLimiter(t testing.TB, store floodgate.Limiter, cfg Config) (*Limiter, *f
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	l, err := New(store, cfg)
+	lim, err := New(store, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(l.Close)
-	return l, clock
+	t.Cleanup(lim.Close)
+	return coreOf(lim), clock
 }
 
 // decide is Decide with a background context, failing the test on error.
-func decide(t testing.TB, l *Limiter, key string, limit floodgate.Limit, cost int64) Result {
+func decide(t testing.TB, l *core, key string, limit floodgate.Limit, cost int64) result {
 	t.Helper()
-	r, err := l.Decide(context.Background(), key, limit, cost)
+	r, err := l.decide(context.Background(), key, limit, cost)
 	if err != nil {
 		t.Fatalf("Decide(%q, %v, %d): %v", key, limit, cost, err)
 	}
@@ -69,7 +69,7 @@ func decide(t testing.TB, l *Limiter, key string, limit floodgate.Limit, cost in
 }
 
 // openBreaker makes the store fail until the breaker opens.
-func openBreaker(t testing.TB, l *Limiter, f *fakeStore) {
+func openBreaker(t testing.TB, l *core, f *fakeStore) {
 	t.Helper()
 	f.set(failUnavailable)
 	for range l.cfg.FailureThreshold {
@@ -142,8 +142,8 @@ func TestNewValidates(t *testing.T) {
 		defer l.Close()
 		want := Config{Mode: FailLocal, Timeout: DefaultTimeout, Nodes: 1,
 			FailureThreshold: DefaultFailureThreshold, CoolDown: DefaultCoolDown}
-		if !reflect.DeepEqual(l.cfg, want) {
-			t.Fatalf("config = %+v, want %+v", l.cfg, want)
+		if got := coreOf(l).cfg; !reflect.DeepEqual(got, want) {
+			t.Fatalf("config = %+v, want %+v", got, want)
 		}
 	})
 }
@@ -153,7 +153,7 @@ func TestPassThrough(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			l, _ := newLimiter(t, newFake(succeed), Config{Mode: mode})
 			r := decide(t, l, "k", floodgate.PerSecond(1), 1)
-			if r != (Result{Decision: answered}) {
+			if r != (result{Decision: answered}) {
 				t.Fatalf("Decide = %+v, want the store's answer %+v, not degraded", r, answered)
 			}
 		})
@@ -180,11 +180,11 @@ func TestPolicyWhenStoreFails(t *testing.T) {
 				if r.Decision != tc.want {
 					t.Errorf("decision = %+v, want %+v", r.Decision, tc.want)
 				}
-				if !r.Degraded || !errors.Is(r.Cause, floodgate.ErrStoreUnavailable) {
-					t.Errorf("Degraded = %v, Cause = %v; want degraded with a cause wrapping ErrStoreUnavailable", r.Degraded, r.Cause)
+				if !r.degraded() || !errors.Is(r.cause, floodgate.ErrStoreUnavailable) {
+					t.Errorf("Degraded = %v, Cause = %v; want degraded with a cause wrapping ErrStoreUnavailable", r.degraded(), r.cause)
 				}
-				if b == hangCtx && !errors.Is(r.Cause, context.DeadlineExceeded) {
-					t.Errorf("Cause = %v, want it to wrap context.DeadlineExceeded", r.Cause)
+				if b == hangCtx && !errors.Is(r.cause, context.DeadlineExceeded) {
+					t.Errorf("Cause = %v, want it to wrap context.DeadlineExceeded", r.cause)
 				}
 				d, err := l.AllowN(context.Background(), "other", limit, 1)
 				if err != nil || d != tc.want {
@@ -284,7 +284,7 @@ func TestBadInputPassesThrough(t *testing.T) {
 			f := newFake(succeed)
 			l, _ := newLimiter(t, errStore{f, want}, Config{Mode: FailClosed})
 			for range 3 * threshold {
-				if _, err := l.Decide(context.Background(), "k", floodgate.PerSecond(1), 1); err != want {
+				if _, err := l.decide(context.Background(), "k", floodgate.PerSecond(1), 1); err != want {
 					t.Fatalf("Decide error = %v, want the store's error unchanged", err)
 				}
 			}
@@ -309,7 +309,7 @@ func TestBadInputPassesThrough(t *testing.T) {
 				{"k", floodgate.PerSecond(1), -1, floodgate.ErrInvalidCost},
 				{"k", floodgate.PerSecond(0), 1, floodgate.ErrInvalidLimit},
 			} {
-				if _, err := l.Decide(context.Background(), tc.key, tc.limit, tc.cost); !errors.Is(err, tc.want) {
+				if _, err := l.decide(context.Background(), tc.key, tc.limit, tc.cost); !errors.Is(err, tc.want) {
 					t.Errorf("Decide(%q, %v, %d) error = %v, want %v", tc.key, tc.limit, tc.cost, err, tc.want)
 				}
 			}
@@ -379,7 +379,7 @@ func TestBreaker(t *testing.T) {
 				f.set(s.store)
 				clock.Advance(s.advance)
 				before := f.calls.Load()
-				_, err := l.Decide(context.Background(), "k", floodgate.PerSecond(100), 1)
+				_, err := l.decide(context.Background(), "k", floodgate.PerSecond(100), 1)
 				if err != nil && !errors.Is(err, floodgate.ErrInvalidLimit) {
 					t.Fatalf("step %d: %v", i, err)
 				}
@@ -403,10 +403,10 @@ func TestHalfOpenLetsOneProbeThrough(t *testing.T) {
 	calls := f.calls.Load()
 
 	var wg sync.WaitGroup
-	results := make(chan Result, 100)
+	results := make(chan result, 100)
 	for range 100 {
 		wg.Go(func() {
-			r, err := l.Decide(context.Background(), "k", floodgate.PerSecond(1000), 1)
+			r, err := l.decide(context.Background(), "k", floodgate.PerSecond(1000), 1)
 			if err != nil {
 				t.Error(err)
 			}
@@ -415,7 +415,7 @@ func TestHalfOpenLetsOneProbeThrough(t *testing.T) {
 	}
 	<-f.entered // the probe is in the store
 	for range 99 {
-		if r := <-results; !r.Degraded {
+		if r := <-results; !r.degraded() {
 			t.Errorf("a decision during the probe asked the store: %+v", r)
 		}
 	}
@@ -424,7 +424,7 @@ func TestHalfOpenLetsOneProbeThrough(t *testing.T) {
 	}
 	close(f.unblock)
 	wg.Wait()
-	if r := <-results; r.Degraded || l.State() != Closed {
+	if r := <-results; r.degraded() || l.State() != Closed {
 		t.Fatalf("probe = %+v, state %v; want the store's answer and closed", r, l.State())
 	}
 }
@@ -445,13 +445,13 @@ func TestTimeoutBound(t *testing.T) {
 			for range 10 {
 				wg.Go(func() {
 					start := time.Now()
-					r, err := l.Decide(context.Background(), "k", floodgate.PerSecond(100), 1)
+					r, err := l.decide(context.Background(), "k", floodgate.PerSecond(100), 1)
 					took := time.Since(start)
 					if over := probe.Over(start, took, timeout); over > timing.Slack {
 						t.Errorf("decision took %s: %s over the timeout (%s) and the scheduler's lateness then (%s)",
 							took, over, timeout, probe.Measure(start, start.Add(took)))
 					}
-					if err != nil || !r.Degraded || !errors.Is(r.Cause, context.DeadlineExceeded) {
+					if err != nil || !r.degraded() || !errors.Is(r.cause, context.DeadlineExceeded) {
 						t.Errorf("Decide = %+v, %v; want degraded by the timeout", r, err)
 					}
 				})
@@ -520,8 +520,8 @@ func TestCallerContext(t *testing.T) {
 			ctx, cancel := tc.ctx()
 			defer cancel()
 			start := time.Now()
-			r, err := l.Decide(ctx, "k", floodgate.PerSecond(1), 1)
-			if !errors.Is(err, tc.want) || r != (Result{}) {
+			r, err := l.decide(ctx, "k", floodgate.PerSecond(1), 1)
+			if !errors.Is(err, tc.want) || r != (result{}) {
 				t.Fatalf("Decide = %+v, %v; want no decision and %v", r, err, tc.want)
 			}
 			if took := time.Since(start); probe.Over(start, took, tc.bound) > timing.Slack {
@@ -542,7 +542,7 @@ func TestStorePanicReachesCaller(t *testing.T) {
 			t.Fatalf("recovered %v, want a *StorePanic carrying the store's panic", p)
 		}
 	}()
-	l.Decide(context.Background(), "k", floodgate.PerSecond(1), 1)
+	l.decide(context.Background(), "k", floodgate.PerSecond(1), 1)
 	t.Fatal("Decide returned; want the store's panic")
 }
 
@@ -554,7 +554,7 @@ func TestStats(t *testing.T) {
 		f.set(b)
 		clock.Advance(advance)
 		for range n {
-			l.Decide(context.Background(), "k", limit, 1)
+			l.decide(context.Background(), "k", limit, 1)
 		}
 	}
 	run(succeed, 0, 1)         // 1 decision
@@ -598,7 +598,7 @@ func TestRecoveryForgetsLocalCounts(t *testing.T) {
 	spend := func() {
 		t.Helper()
 		for i, want := range []bool{true, true, false} {
-			if r := decide(t, l, "k", limit, 1); r.Allowed != want || !r.Degraded {
+			if r := decide(t, l, "k", limit, 1); r.Allowed != want || !r.degraded() {
 				t.Fatalf("outage decision %d = %+v, want degraded, allowed %v", i, r, want)
 			}
 		}
@@ -632,22 +632,22 @@ func TestAllowAll(t *testing.T) {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			f := newFake(succeed)
 			l, _ := newLimiter(t, f, Config{Mode: tc.mode, Nodes: 2})
-			got, err := l.DecideAll(context.Background(), reqs)
-			if err != nil || got.Degraded || len(got.Decisions) != 2 || got.Decisions[0] != answered {
+			got, err := l.decideAll(context.Background(), reqs)
+			if err != nil || got.degraded() || len(got.decisions) != 2 || got.decisions[0] != answered {
 				t.Fatalf("healthy store: %+v, %v; want its answers", got, err)
 			}
 			f.set(failUnavailable)
-			got, err = l.DecideAll(context.Background(), reqs)
-			if err != nil || !got.Degraded || !errors.Is(got.Cause, floodgate.ErrStoreUnavailable) {
+			got, err = l.decideAll(context.Background(), reqs)
+			if err != nil || !got.degraded() || !errors.Is(got.cause, floodgate.ErrStoreUnavailable) {
 				t.Fatalf("failing store: %+v, %v; want degraded", got, err)
 			}
 			for i := range tc.want {
-				if got.Decisions[i] != tc.want[i] {
-					t.Errorf("decision %d = %+v, want %+v", i, got.Decisions[i], tc.want[i])
+				if got.decisions[i] != tc.want[i] {
+					t.Errorf("decision %d = %+v, want %+v", i, got.decisions[i], tc.want[i])
 				}
 			}
 			bad := []floodgate.Request{reqs[0], {Key: "", Limit: reqs[1].Limit, Cost: 1}}
-			if _, err := l.AllowAll(context.Background(), bad); !errors.Is(err, floodgate.ErrInvalidKey) {
+			if _, err := l.decideAll(context.Background(), bad); !errors.Is(err, floodgate.ErrInvalidKey) {
 				t.Errorf("degraded batch with an empty key: %v, want ErrInvalidKey", err)
 			}
 			if s := l.Stats(); s.Decisions != 4 || s.Degraded != 2 {
@@ -655,12 +655,35 @@ func TestAllowAll(t *testing.T) {
 			}
 		})
 	}
-	t.Run("store without batches", func(t *testing.T) {
-		l, _ := newLimiter(t, singleStore{newFake(succeed)}, Config{Mode: FailOpen})
-		if _, err := l.AllowAll(context.Background(), reqs); !errors.Is(err, errors.ErrUnsupported) {
-			t.Fatalf("AllowAll = %v, want errors.ErrUnsupported", err)
-		}
-	})
+}
+
+// A Limiter has exactly its store's capabilities: a caller that finds
+// AllowAll or Adjust by a type assertion can use it, and one whose store
+// lacks them does not find them (rather than meeting ErrUnsupported).
+func TestCapabilitiesFollowTheStore(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		store         floodgate.Limiter
+		batch, adjust bool
+	}{
+		{"one request at a time", singleStore{newFake(succeed)}, false, false},
+		{"batches", newFake(succeed), true, false},
+		{"adjusts", singleAdjusting{newAdjustingStore(succeed)}, false, true},
+		{"batches and adjusts", newAdjustingStore(succeed), true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := New(tc.store, Config{Mode: FailOpen})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			_, batch := l.(floodgate.BatchLimiter)
+			_, adjust := l.(floodgate.Adjuster)
+			if batch != tc.batch || adjust != tc.adjust {
+				t.Fatalf("BatchLimiter %v, Adjuster %v; want %v, %v", batch, adjust, tc.batch, tc.adjust)
+			}
+		})
+	}
 }
 
 // TestConcurrentFlappingStore runs decisions from many goroutines while the
@@ -695,7 +718,7 @@ func TestConcurrentFlappingStore(t *testing.T) {
 						key := []string{"a", "b", "c"}[(w+i)%3]
 						var err error
 						if i%10 == 0 {
-							_, err = l.AllowAll(context.Background(), []floodgate.Request{{Key: key, Limit: floodgate.PerSecond(50), Cost: 1}})
+							_, err = l.decideAll(context.Background(), []floodgate.Request{{Key: key, Limit: floodgate.PerSecond(50), Cost: 1}})
 						} else {
 							_, err = l.AllowN(context.Background(), key, floodgate.PerSecond(50), 1)
 						}
@@ -763,11 +786,11 @@ func TestDeadlineAwareStoreRunsInline(t *testing.T) {
 	l, _ := newLimiter(t, deadlineAware{f, &calledOn}, Config{Mode: FailClosed, Timeout: timeout, FailureThreshold: 100})
 	probe := timing.StartProbe(t)
 	start := time.Now()
-	r, err := l.Decide(context.Background(), "k", floodgate.PerSecond(100), 1)
+	r, err := l.decide(context.Background(), "k", floodgate.PerSecond(100), 1)
 	if took := time.Since(start); probe.Over(start, took, timeout) > timing.Slack {
 		t.Errorf("decision took %s with a %s timeout (the scheduler was late %s)", took, timeout, probe.Measure(start, start.Add(took)))
 	}
-	if err != nil || !r.Degraded || r.Allowed || !errors.Is(r.Cause, context.DeadlineExceeded) {
+	if err != nil || !r.degraded() || r.Allowed || !errors.Is(r.cause, context.DeadlineExceeded) {
 		t.Fatalf("Decide = %+v, %v; want denied by fail_closed after the timeout", r, err)
 	}
 	if on, caller := calledOn.Load(), goroutineID(); on != caller {
@@ -775,7 +798,7 @@ func TestDeadlineAwareStoreRunsInline(t *testing.T) {
 	}
 	ok := newFake(succeed)
 	l2, _ := newLimiter(t, deadlineAware{ok, nil}, Config{Mode: FailClosed})
-	if r, err := l2.Decide(context.Background(), "k", floodgate.PerSecond(100), 1); err != nil || r.Degraded || !r.Allowed {
+	if r, err := l2.decide(context.Background(), "k", floodgate.PerSecond(100), 1); err != nil || r.degraded() || !r.Allowed {
 		t.Fatalf("healthy inline store: %+v, %v", r, err)
 	}
 }

@@ -39,7 +39,7 @@ func TestOutageKeepsTheKeyPolicy(t *testing.T) {
 					t.Fatalf("error %v, want one wrapping floodgate.ErrKeyTooLong", err)
 				}
 			}
-			if _, err := l.AllowAll(context.Background(), []floodgate.Request{{Key: long, Limit: floodgate.PerSecond(1), Cost: 1}}); !errors.Is(err, floodgate.ErrKeyTooLong) {
+			if _, err := l.(floodgate.BatchLimiter).AllowAll(context.Background(), []floodgate.Request{{Key: long, Limit: floodgate.PerSecond(1), Cost: 1}}); !errors.Is(err, floodgate.ErrKeyTooLong) {
 				t.Fatalf("AllowAll: error %v, want one wrapping floodgate.ErrKeyTooLong", err)
 			}
 		})

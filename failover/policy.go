@@ -9,7 +9,7 @@ import (
 // succeeded records an answer from the store. When it closes the breaker the
 // local state is dropped: the store has been authoritative again since, so
 // the next outage must not start from counts of the last one.
-func (l *Limiter) succeeded(p *phase) {
+func (l *core) succeeded(p *phase) {
 	if !l.breaker.succeeded(p) {
 		return
 	}
@@ -21,7 +21,7 @@ func (l *Limiter) succeeded(p *phase) {
 
 // failed records a store failure. An outage is logged once, when it starts;
 // the failed probes that follow are debug noise.
-func (l *Limiter) failed(p *phase, cause error) {
+func (l *core) failed(p *phase, cause error) {
 	if !l.breaker.failed(p) {
 		return
 	}
@@ -36,7 +36,7 @@ func (l *Limiter) failed(p *phase, cause error) {
 }
 
 // degrade is the policy's decision on one request.
-func (l *Limiter) degrade(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
+func (l *core) degrade(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
 	switch l.cfg.Mode {
 	case FailOpen:
 		d, err := l.local.AllowN(ctx, key, limit, cost)
@@ -52,7 +52,7 @@ func (l *Limiter) degrade(ctx context.Context, key string, limit floodgate.Limit
 }
 
 // degradeAll is the policy's decision on a whole batch.
-func (l *Limiter) degradeAll(ctx context.Context, reqs []floodgate.Request) ([]floodgate.Decision, error) {
+func (l *core) degradeAll(ctx context.Context, reqs []floodgate.Request) ([]floodgate.Decision, error) {
 	switch l.cfg.Mode {
 	case FailOpen:
 		ds, err := l.local.AllowAll(ctx, reqs)
@@ -86,7 +86,7 @@ func opened(d floodgate.Decision) floodgate.Decision {
 }
 
 // closed is FailClosed's answer.
-func (l *Limiter) closed(limit floodgate.Limit) floodgate.Decision {
+func (l *core) closed(limit floodgate.Limit) floodgate.Decision {
 	return floodgate.Decision{Limit: capacity(limit), RetryAfter: l.breaker.retryAfter()}
 }
 

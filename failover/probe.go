@@ -19,7 +19,7 @@ var ErrNoPing = errors.New("failover: the store cannot be pinged (no Config.Ping
 // Readiness cannot wait for decisions to probe: a node reported unready
 // gets no traffic, so without Probe a breaker opened by an outage would
 // stay open, and the node unready, after the store came back.
-func (l *Limiter) Probe(ctx context.Context) error {
+func (l *core) Probe(ctx context.Context) error {
 	if l.breaker.state() == Closed {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (l *Limiter) Probe(ctx context.Context) error {
 	return errors.Join(cause, err)
 }
 
-func (l *Limiter) ping() func(context.Context) error {
+func (l *core) ping() func(context.Context) error {
 	if l.cfg.Ping != nil {
 		return l.cfg.Ping
 	}

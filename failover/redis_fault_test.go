@@ -89,11 +89,11 @@ func runFault(t *testing.T, mode failover.Mode, f testkit.Fault) {
 
 	load := testkit.Load{Callers: 8, Spacing: loadSpacing, Warm: 300 * time.Millisecond, During: time.Second, After: 2 * time.Second}
 	r.FaultRun = testkit.RunFault(t, f, srv, proxy, load, func(int) result {
-		res, err := lim.Decide(context.Background(), key, limit, 1)
+		d, cause, err := failover.Explain(context.Background(), lim, key, limit, 1)
 		if err != nil {
 			t.Errorf("decision failed instead of degrading: %v", err)
 		}
-		return result{allowed: res.Allowed, degraded: res.Degraded, asked: !errors.Is(res.Cause, failover.ErrBreakerOpen), cause: res.Cause}
+		return result{allowed: d.Allowed, degraded: cause != nil, asked: !errors.Is(cause, failover.ErrBreakerOpen), cause: cause}
 	})
 	r.probe.Stop()
 

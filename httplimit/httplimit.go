@@ -457,12 +457,10 @@ func (m *middleware) release(r *http.Request, reqs []floodgate.Request) {
 func (m *middleware) decide(ctx context.Context, reqs []floodgate.Request) ([]floodgate.Decision, error) {
 	if m.batch != nil {
 		ds, err := m.batch.AllowAll(ctx, reqs)
-		if !errors.Is(err, errors.ErrUnsupported) { // failover over a store without batches
-			if err == nil && len(ds) != len(reqs) {
-				err = fmt.Errorf("httplimit: limiter gave %d decisions for %d requests", len(ds), len(reqs))
-			}
-			return ds, err
+		if err == nil && len(ds) != len(reqs) {
+			err = fmt.Errorf("httplimit: limiter gave %d decisions for %d requests", len(ds), len(reqs))
 		}
+		return ds, err
 	}
 	ds := make([]floodgate.Decision, len(reqs))
 	denied := false

@@ -214,8 +214,8 @@ func TestAllOrNothing(t *testing.T) {
 		{"batch", func(m *floodgate.Memory) floodgate.Limiter { return m }, true, 8},
 		{"one by one", func(m *floodgate.Memory) floodgate.Limiter { return unbatched{m} }, false, 7},
 		{"failover without batches", func(m *floodgate.Memory) floodgate.Limiter {
-			// failover.Limiter has AllowAll but answers ErrUnsupported
-			// over a store without it: the middleware goes one by one.
+			// failover has AllowAll only over a store that has it: the
+			// middleware goes one by one.
 			l, err := failover.New(unbatched{m}, failover.Config{Mode: failover.FailClosed, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)

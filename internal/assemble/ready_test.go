@@ -72,7 +72,7 @@ func TestReadyWhileAFailClosedBreakerIsNotClosed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := &Stores{name: "redis", byMode: map[failover.Mode]*failover.Limiter{failover.FailClosed: l}}
+			s := &Stores{name: "redis", byMode: map[failover.Mode]failover.Limiter{failover.FailClosed: l}}
 			if place != "exact" {
 				// The exact store's breaker stays closed; the strategy's moves.
 				idle, err := failover.New(heldStore{}, failover.Config{Mode: failover.FailClosed})

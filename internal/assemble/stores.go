@@ -53,7 +53,7 @@ type Stores struct {
 	name        string
 	memory      *floodgate.Memory
 	redis       *redisstore.Limiter
-	byMode      map[failover.Mode]*failover.Limiter
+	byMode      map[failover.Mode]failover.Limiter
 	defaultMode failover.Mode
 	fleet       *fleet // nil only in tests that build Stores by hand
 }
@@ -93,7 +93,7 @@ func openStores(cfg Config, log *slog.Logger) (*Stores, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--redis %s: %w", redis, err)
 	}
-	s := &Stores{name: "redis " + redis, redis: rs, byMode: map[failover.Mode]*failover.Limiter{}, defaultMode: cfg.FailureMode}
+	s := &Stores{name: "redis " + redis, redis: rs, byMode: map[failover.Mode]failover.Limiter{}, defaultMode: cfg.FailureMode}
 	for _, mode := range failover.Modes() {
 		l, err := failover.New(rs, failover.Config{Mode: mode, Timeout: cfg.StoreTimeout, Fleet: s, MaxLocalKeys: cfg.MaxKeys, Logger: log})
 		if err != nil {
@@ -168,7 +168,7 @@ func (s *Stores) Ready() error {
 		}
 	}
 	for _, l := range failClosed {
-		b, ok := l.(*failover.Limiter)
+		b, ok := l.(failover.Limiter)
 		if !ok {
 			continue
 		}

@@ -145,7 +145,7 @@ func TestReportFeedsTheWorstBreakerAndTheStoreErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := &Stores{name: "redis", byMode: map[failover.Mode]*failover.Limiter{failover.FailOpen: broken, failover.FailClosed: idle}}
+	s := &Stores{name: "redis", byMode: map[failover.Mode]failover.Limiter{failover.FailOpen: broken, failover.FailClosed: idle}}
 	reg := prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

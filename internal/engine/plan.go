@@ -198,8 +198,6 @@ func adjust(ctx context.Context, stores Stores, it *item) error {
 		err = adjuster.Adjust(ctx, it.status.Key, it.status.Limit, it.adjust*it.cost)
 	}
 	switch {
-	case errors.Is(err, errors.ErrUnsupported):
-		return fmt.Errorf("%w: adjusting %s: %w", ErrUnsupported, excerpt.Quote(it.status.Key), err)
 	case errors.Is(err, floodgate.ErrStoreUnavailable):
 		// Nothing was adjusted; the read below answers as the store's
 		// failure policy says, as a decision would.
