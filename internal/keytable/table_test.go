@@ -292,13 +292,15 @@ func countOn(tab *testTable, h uint64, key string) {
 }
 
 // reseat takes key out of the table and puts it back with its entry, at the
-// end of its cluster.
+// end of its cluster. It copies the entry and empties the slot under one
+// hold of the slot's lock: a count made between the copy and the removal
+// would be lost with the old slot.
 func reseat(w *Locked[val, *int], hashOf func(string) uint64, key string) {
 	i := w.Find(hashOf(key), key)
-	ref := w.Slot(i)
-	v, log := *ref.Value(), *ref.Cold()
-	ref.Unlock()
-	w.Remove(i)
+	a := w.cur.Load()
+	a.slots[i].mu.Lock()
+	v, log := a.slots[i].val, a.cold[i]
+	w.removeHeld(i)
 	w.Insert(hashOf(key), key, &v, log)
 }
 
