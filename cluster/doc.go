@@ -29,9 +29,24 @@
 // aligned to the shared store's clock (leased, synced, sampled) or to
 // epochs of the limit's period (gossip), never to each node's wall clock.
 //
-// Periodic work is a method that does one round (Sync, Tick), which tests
-// and simulations call on virtual time, and Start, which runs it on a real
-// ticker until Close.
+// Lifecycle, the same for every strategy and for the root package's and
+// redisstore's stores:
+//
+//   - A constructor (NewLocal, NewLeased, ...) returns a value ready to
+//     decide; it starts nothing.
+//   - What has periodic work (Leased, Synced, Gossip) has a method that does
+//     one round (Sync, Tick), which tests and simulations call on virtual
+//     time, and Start(ctx), which runs it on a real ticker until Close or
+//     until ctx ends; it fails with ErrStarted while running and ErrClosed
+//     after Close. Local and Sampled have
+//     no periodic work and no Start.
+//   - Close releases what the value holds and stops what Start started; it
+//     may be called more than once and never fails, so it returns nothing.
+//     Every strategy has it, also where it has nothing to release
+//     (Sampled), so that a caller closes them all alike.
+//   - Membership is the one exception: its Close leaves the cluster over the
+//     network, which can fail, and returns that error (Shutdown leaves
+//     without telling the others).
 //
 // Membership (hashicorp/memberlist) implements Members and carries the
 // gossip strategy's state; StaticMembers is a fixed fleet.
