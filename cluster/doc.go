@@ -38,8 +38,7 @@
 //     one round (Sync, Tick), which tests and simulations call on virtual
 //     time, and Start(ctx), which runs it on a real ticker until Close or
 //     until ctx ends; it fails with ErrStarted while running and ErrClosed
-//     after Close. Local and Sampled have
-//     no periodic work and no Start.
+//     after Close. Local and Sampled have no periodic work and no Start.
 //   - Close releases what the value holds and stops what Start started; it
 //     may be called more than once and never fails, so it returns nothing.
 //     Every strategy has it, also where it has nothing to release
