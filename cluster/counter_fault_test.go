@@ -13,6 +13,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
+	"github.com/floodgate-io/floodgate/internal/faults"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
@@ -436,7 +437,7 @@ const (
 //	hang   the link swallows everything: calls time out, not applied
 type counterRedisLink struct {
 	tb      testing.TB
-	proxy   *testkit.Proxy
+	proxy   *faults.Proxy
 	counter *cluster.RedisCounter
 	fault   string
 }
@@ -446,7 +447,7 @@ func counterRedisLinks(t *testing.T, srv *testkit.Server, n int, clock floodgate
 	t.Helper()
 	links := make([]*counterRedisLink, n)
 	for i := range links {
-		p := testkit.StartProxy(t, srv.Addr())
+		p := faults.StartProxy(t, srv.Addr())
 		links[i] = &counterRedisLink{tb: t, proxy: p, counter: counterNewRedis(t, cluster.RedisCounterConfig{
 			Client: counterRedisClient(t, p.Addr()), Clock: clock, Timeout: counterLinkTimeout})}
 	}
@@ -508,7 +509,7 @@ func (plan counterFaultPlan) before(links []*counterRedisLink, stepsPerWindow in
 }
 
 // counterThroughEveryFault runs a fleet of n nodes, all reaching one Redis
-// through one proxy, through each fault of testkit.Faults in turn: the
+// through one proxy, through each fault of faults.All in turn: the
 // fault starts in the second of four windows and lasts `lasts` steps, then
 // heals. build makes the fleet on the nodes' counter (through the proxy)
 // and the store's (direct); exact is as for check.
@@ -517,11 +518,11 @@ func counterThroughEveryFault(t *testing.T, n, every, lasts int, exact bool,
 	const rate, stepsPerWindow = 30, 10
 	const period = time.Second
 	step := period / stepsPerWindow
-	for _, fault := range testkit.Faults() {
+	for _, fault := range faults.All() {
 		t.Run(fault.Name, func(t *testing.T) {
 			t.Parallel()
 			srv := testkit.StartServer(t)
-			proxy := testkit.StartProxy(t, srv.Addr())
+			proxy := faults.StartProxy(t, srv.Addr())
 			clock := floodgate.NewManualClock(counterEpoch)
 			counters := make([]cluster.Counter, n)
 			for i := range counters {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/internal/faults"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 	"github.com/floodgate-io/floodgate/redisstore"
@@ -21,7 +22,7 @@ import (
 // Faults with real parts: a redis-server killed and started again, stopped
 // with SIGSTOP, and a proxy between client and server that resets
 // connections, delays replies, swallows them or cuts the bandwidth
-// (testkit.Faults). For every failure policy, under load:
+// (faults.All). For every failure policy, under load:
 //
 //   - every decision comes back within the store timeout, plus how late the
 //     machine ran this process then (measured, timing.Probe), plus
@@ -45,7 +46,7 @@ func TestRedisFaultsUnderLoad(t *testing.T) {
 		t.Skip("runs real faults for several seconds")
 	}
 	for _, mode := range failover.Modes() {
-		for _, f := range testkit.Faults() {
+		for _, f := range faults.All() {
 			t.Run(fmt.Sprintf("%s/%s", mode, f.Name), func(t *testing.T) { runFault(t, mode, f) })
 		}
 	}
@@ -60,15 +61,15 @@ type result struct {
 
 // run is one fault's timeline and what was measured beside it.
 type run struct {
-	testkit.FaultRun[result]
+	faults.FaultRun[result]
 	events *breakerLog
 	probe  *timing.Probe
 	path   *testkit.Pinger // the path to the store, apart from the client
 }
 
-func runFault(t *testing.T, mode failover.Mode, f testkit.Fault) {
+func runFault(t *testing.T, mode failover.Mode, f faults.Fault) {
 	srv := testkit.StartServer(t)
-	proxy := testkit.StartProxy(t, srv.Addr())
+	proxy := faults.StartProxy(t, srv.Addr())
 	// As floodgate serve wires them: one timeout for both, the rest default.
 	store, err := redisstore.New(redisstore.Config{Addrs: []string{proxy.Addr()}, Timeout: storeTimeout})
 	if err != nil {
@@ -87,8 +88,8 @@ func runFault(t *testing.T, mode failover.Mode, f testkit.Fault) {
 	limit := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 1_000_000, Period: 1000 * time.Hour}
 	key := fmt.Sprintf("fault:%s:%d", mode, time.Now().UnixNano())
 
-	load := testkit.Load{Callers: 8, Spacing: loadSpacing, Warm: 300 * time.Millisecond, During: time.Second, After: 2 * time.Second}
-	r.FaultRun = testkit.RunFault(t, f, srv, proxy, load, func(int) result {
+	load := faults.Load{Callers: 8, Spacing: loadSpacing, Warm: 300 * time.Millisecond, During: time.Second, After: 2 * time.Second}
+	r.FaultRun = faults.RunFault(t, f, srv, proxy, load, func(int) result {
 		d, cause, err := failover.Explain(context.Background(), lim, key, limit, 1)
 		if err != nil {
 			t.Errorf("decision failed instead of degrading: %v", err)
@@ -107,7 +108,7 @@ func runFault(t *testing.T, mode failover.Mode, f testkit.Fault) {
 
 // checkBound: no decision took longer than the timeout, the scheduler's
 // lateness during it and timing.Slack.
-func checkBound(t *testing.T, f testkit.Fault, r run) {
+func checkBound(t *testing.T, f faults.Fault, r run) {
 	t.Helper()
 	var all, asked []time.Duration
 	for _, o := range r.Calls {
@@ -117,12 +118,12 @@ func checkBound(t *testing.T, f testkit.Fault, r run) {
 		}
 	}
 	t.Logf("%s: all decisions %s; those that asked the store %s", f.Name, timing.Summarize(all), timing.Summarize(asked))
-	testkit.CheckBound(t, r.probe, r.FaultRun, storeTimeout, f.Name)
+	faults.CheckBound(t, r.probe, r.FaultRun, storeTimeout, f.Name)
 }
 
 // checkPolicy: the policy made the degraded decisions, and there were some
 // while a fault that takes the store down lasted.
-func checkPolicy(t *testing.T, mode failover.Mode, f testkit.Fault, r run) {
+func checkPolicy(t *testing.T, mode failover.Mode, f faults.Fault, r run) {
 	t.Helper()
 	during := 0
 	for _, o := range r.Calls {
@@ -147,7 +148,7 @@ func checkPolicy(t *testing.T, mode failover.Mode, f testkit.Fault, r run) {
 // checkCounts: the store counted every request it admitted; requests whose
 // reply was lost or came too late (latency, reset, a caller that stopped
 // waiting) may have been counted too, never more.
-func checkCounts(t *testing.T, srv *testkit.Server, key string, limit floodgate.Limit, outcomes []testkit.Timed[result]) {
+func checkCounts(t *testing.T, srv *testkit.Server, key string, limit floodgate.Limit, outcomes []faults.Timed[result]) {
 	t.Helper()
 	store, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/faults"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 	"github.com/floodgate-io/floodgate/redisstore"
@@ -18,25 +19,25 @@ const faultTimeout = 50 * time.Millisecond
 // decision returns within Config.Timeout, plus how late the machine ran
 // this process (measured by a timing.Probe), plus timing.Slack. 48
 // callers decide through a store with its defaults (no deadline of their
-// own) while each fault of testkit.Faults is injected for 1.5 s and healed.
+// own) while each fault of faults.All is injected for 1.5 s and healed.
 func TestTimeoutBoundUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real faults for several seconds")
 	}
-	for _, f := range testkit.Faults() {
+	for _, f := range faults.All() {
 		t.Run(f.Name, func(t *testing.T) { runBoundFault(t, f) })
 	}
 }
 
-func runBoundFault(t *testing.T, f testkit.Fault) {
+func runBoundFault(t *testing.T, f faults.Fault) {
 	srv := testkit.StartServer(t)
-	proxy := testkit.StartProxy(t, srv.Addr())
+	proxy := faults.StartProxy(t, srv.Addr())
 	l := newLimiter(t, redisstore.Config{Addrs: []string{proxy.Addr()}})
 	probe := timing.StartProbe(t)
 	probe.Watch(srv.Pid)
 	limit := floodgate.Limit{Algorithm: floodgate.TokenBucket, Rate: 1_000_000, Period: time.Second}
-	load := testkit.Load{Callers: 48, Spacing: 3 * time.Millisecond, Warm: 300 * time.Millisecond, During: 1500 * time.Millisecond, After: time.Second}
-	run := testkit.RunFault(t, f, srv, proxy, load, func(g int) error {
+	load := faults.Load{Callers: 48, Spacing: 3 * time.Millisecond, Warm: 300 * time.Millisecond, During: 1500 * time.Millisecond, After: time.Second}
+	run := faults.RunFault(t, f, srv, proxy, load, func(g int) error {
 		_, err := l.AllowN(ctx, "bound:"+string(rune('a'+g%26)), limit, 1)
 		return err
 	})
@@ -58,7 +59,7 @@ func runBoundFault(t *testing.T, f testkit.Fault) {
 		}
 	}
 	t.Logf("%s: all decisions %s; failed %s", f.Name, timing.Summarize(all), timing.Summarize(failed))
-	testkit.CheckBound(t, probe, run, faultTimeout, f.Name)
+	faults.CheckBound(t, probe, run, faultTimeout, f.Name)
 	if f.Down && len(failed) == 0 {
 		t.Errorf("no decision failed during the fault")
 	}

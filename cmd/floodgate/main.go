@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/floodgate-io/floodgate/internal/cli"
+	"github.com/floodgate-io/floodgate/cmd/internal/cli"
 )
 
 func main() {

@@ -217,3 +217,10 @@ func readLine(r *bufio.Reader) (string, error) {
 	}
 	return line[:len(line)-2], nil
 }
+
+// Send runs one command on whatever listens at addr (a proxy in front of a
+// server, say) over a fresh connection and returns the parsed reply; an
+// error reply is returned both as the Reply and as a RedisError.
+func Send(addr string, args ...string) (Reply, error) {
+	return roundTrip(addr, args)
+}

@@ -1,12 +1,14 @@
-// Package testkit holds the helpers that tests across Floodgate share.
+// Package testkit holds the helpers that the library's tests share, and
+// the service's with them.
 //
 // Above all it starts real redis-server processes, and real Redis Clusters
 // built from them, for tests that must exercise Floodgate against an actual
 // Redis rather than a fake: Lua scripts, TTL semantics, MOVED redirections
-// and servers dying mid-load only behave faithfully there. StartProxy puts a
-// fault-injecting proxy in front of one. Policies builds a policy set from
-// inline YAML; SyncBuffer collects logs that a test reads while a server
-// writes them.
+// and servers dying mid-load only behave faithfully there. Package
+// internal/faults puts a fault-injecting proxy in front of one (a module of
+// its own, for its dependencies); package cmd/internal/servicetest holds
+// the helpers of the service's tests. Subpackage timing measures how late
+// the machine runs a test, for tests whose bound is real time.
 //
 // Every server listens on a free port on 127.0.0.1, keeps nothing on disk
 // (no RDB snapshots, no AOF) and lives in the test's temporary directory.

@@ -1,0 +1,251 @@
+// Package assemble is the service's composition root: from a plain Config
+// (what the flags of serve and proxy carry) it builds where the service
+// counts — the memory store or the Redis store behind one failure policy
+// per mode — and the cluster strategies the policies name, and it owns
+// their lifecycle. Open builds and starts everything; Close stops it all.
+//
+// The result, Stores, is what the engine asks for a rule's store
+// (engine.Stores), what readiness checks, what feeds the breaker metrics
+// and what the admin API resets keys in. It is not a library: errors name
+// the settings by their flags, the operator's name for them.
+package assemble
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cmd/internal/metrics"
+	"github.com/floodgate-io/floodgate/cmd/internal/policy"
+	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/redisstore"
+)
+
+// Config says where the service counts and how the fleet shares limits.
+type Config struct {
+	// Redis holds the Redis address, or several seeds of a Redis Cluster
+	// (--redis); empty: count in memory.
+	Redis []string
+	// RedisPrefix is the prefix of every Redis key (--redis-prefix).
+	RedisPrefix string
+	// StoreTimeout is the longest a decision waits for Redis
+	// (--store-timeout); past it the limit's failure mode decides.
+	StoreTimeout time.Duration
+	// FailureMode is the failure policy of limits without their own
+	// (--failure-mode); it must be valid when Redis is given.
+	FailureMode failover.Mode
+	// MaxKeys bounds the keys held in memory by the memory store, the
+	// failure policies' local state and each strategy (--max-keys; 0:
+	// unbounded, and gossip keeps its own default,
+	// cluster.GossipDefaultMaxKeys).
+	MaxKeys int
+	// Fleet says how this node shares its limits with the others.
+	Fleet FleetConfig
+}
+
+// Stores is where the service counts: memory, or Redis behind a failure
+// policy per mode, and the cluster strategies. It implements
+// engine.Stores. Build it with Open; Close releases it.
+type Stores struct {
+	name        string
+	memory      *floodgate.Memory
+	redis       *redisstore.Limiter
+	byMode      map[failover.Mode]failover.Limiter
+	defaultMode failover.Mode
+	fleet       *fleet // nil only in tests that build Stores by hand
+}
+
+// Open builds the stores of cfg and the strategies that policies (nil:
+// none) and cfg.Fleet.Strategy use, and starts the strategies that run
+// in the background (syncing, leasing, gossip) and the cluster
+// membership. They run until Close, which the caller owes on success;
+// on failure Open has released what it built.
+func Open(ctx context.Context, cfg Config, policies *policy.Set, log *slog.Logger) (*Stores, error) {
+	s, err := openStores(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if s.fleet, err = openFleet(ctx, cfg, policies, s.redis, log); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openStores builds the store: memory, or Redis behind one failure policy
+// per mode.
+func openStores(cfg Config, log *slog.Logger) (*Stores, error) {
+	if cfg.MaxKeys < 0 {
+		return nil, fmt.Errorf("--max-keys %d: want 0 (unbounded) or a positive number of keys", cfg.MaxKeys)
+	}
+	if len(cfg.Redis) == 0 {
+		m := floodgate.NewMemory(floodgate.WithMaxKeys(cfg.MaxKeys))
+		return &Stores{name: "memory", memory: m}, nil
+	}
+	redis := strings.Join(cfg.Redis, ",")
+	if _, err := failover.ParseMode(string(cfg.FailureMode)); err != nil {
+		return nil, fmt.Errorf("--failure-mode: %w", err)
+	}
+	rs, err := redisstore.New(redisstore.Config{Addrs: cfg.Redis, KeyPrefix: cfg.RedisPrefix, Timeout: cfg.StoreTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("--redis %s: %w", redis, err)
+	}
+	s := &Stores{name: "redis " + redis, redis: rs, byMode: map[failover.Mode]failover.Limiter{}, defaultMode: cfg.FailureMode}
+	for _, mode := range failover.Modes() {
+		l, err := failover.New(rs, failover.Config{Mode: mode, Timeout: cfg.StoreTimeout, Fleet: s, MaxLocalKeys: cfg.MaxKeys, Logger: log})
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.byMode[mode] = l
+	}
+	return s, nil
+}
+
+// Name says where the service counts, for the logs: "memory" or "redis"
+// and the addresses.
+func (s *Stores) Name() string { return s.name }
+
+// Count is the fleet's size, which fail_local divides the limits by: the
+// live members, or --nodes.
+func (s *Stores) Count() int {
+	if s.fleet == nil || s.fleet.members == nil {
+		return 1
+	}
+	return s.fleet.members.Count()
+}
+
+// For implements engine.Stores: the rule's strategy (the default when it
+// names none) under the rule's failure mode (the default when it names
+// none), or the store itself for exact.
+func (s *Stores) For(rule policy.Rule) floodgate.Limiter {
+	mode := rule.FailureMode
+	if mode == "" {
+		mode = s.defaultMode
+	}
+	if s.fleet != nil {
+		if l := s.fleet.For(rule, mode); l != nil {
+			return l
+		}
+	}
+	if s.memory != nil {
+		return s.memory
+	}
+	return s.byMode[mode]
+}
+
+// Default is where requests that carry their own limit count: the
+// default strategy under the default failure mode.
+func (s *Stores) Default() floodgate.Limiter { return s.For(policy.Rule{}) }
+
+// Check reports policies that name a strategy this node did not build (a
+// reload that brings in a new one needs a restart).
+func (s *Stores) Check(policies *policy.Set) error {
+	if s.fleet == nil {
+		return nil
+	}
+	return s.fleet.check(policies)
+}
+
+// Ready is an error while Redis is down for limits that fail closed:
+// while a fail_closed breaker is open (decisions deny without asking
+// Redis) and while it is half-open (one probe is out; every other
+// decision still denies). Only a probe that succeeds closes a breaker, so
+// readiness comes back with the store instead of flapping with each
+// probe. The cluster strategies that reach Redis have fail_closed
+// breakers of their own (fleet.wrap), which count the same way.
+func (s *Stores) Ready() error {
+	if s.memory != nil {
+		return nil
+	}
+	failClosed := []floodgate.Limiter{s.byMode[failover.FailClosed]}
+	if s.fleet != nil {
+		for _, byMode := range s.fleet.limiters {
+			failClosed = append(failClosed, byMode[failover.FailClosed])
+		}
+	}
+	for _, l := range failClosed {
+		b, ok := l.(failover.Limiter)
+		if !ok {
+			continue
+		}
+		// A decision would probe the store, but an unready node gets none:
+		// the readiness check sends the probe itself.
+		if b.Probe(context.Background()) == nil {
+			continue
+		}
+		if st := b.State(); st != failover.Closed {
+			return fmt.Errorf("the store is unreachable (circuit breaker %s) and fail_closed limits deny every request", st)
+		}
+	}
+	return nil
+}
+
+// Report feeds the breakers' state and the store errors to the metrics
+// every interval until ctx is done: the worst state of the per-mode
+// breakers, and the store errors counted since the last report. It
+// returns at once for the memory store, which has neither.
+func (s *Stores) Report(ctx context.Context, m *metrics.Metrics, interval time.Duration) {
+	if s.memory != nil {
+		return
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var reported uint64
+	for {
+		worst, errs := failover.Closed, uint64(0)
+		for _, l := range s.byMode {
+			if st := l.State(); severity(st) > severity(worst) {
+				worst = st
+			}
+			errs += l.Stats().StoreErrors
+		}
+		m.SetBreakerState(worst.String())
+		for ; reported < errs; reported++ {
+			m.StoreError("unavailable")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func severity(s failover.BreakerState) int {
+	switch s {
+	case failover.Open:
+		return 2
+	case failover.HalfOpen:
+		return 1
+	}
+	return 0
+}
+
+// Reset forgets key in the store (the admin API's reset).
+func (s *Stores) Reset(ctx context.Context, key string) error {
+	if s.memory != nil {
+		return s.memory.Reset(ctx, key)
+	}
+	return s.redis.Reset(ctx, key)
+}
+
+// Close stops the strategies and the membership and closes the failure
+// policies and the store, in the reverse of the order Open built them.
+func (s *Stores) Close() {
+	if s.fleet != nil {
+		s.fleet.close()
+	}
+	for _, l := range s.byMode {
+		l.Close()
+	}
+	if s.redis != nil {
+		s.redis.Close()
+	}
+	if s.memory != nil {
+		s.memory.Close()
+	}
+}

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/floodgate-io/floodgate/cmd/internal/loadgen"
+)
+
+// flagNames maps loadgen's config fields to the flags that set them, so a
+// bad value is reported under the name the user typed.
+var flagNames = map[string]string{
+	"Target": "--target", "Addr": "--addr", "Concurrency": "--concurrency", "Conns": "--conns",
+	"Duration": "--duration", "Requests": "--requests", "Rate": "--rate", "Keys": "--keys",
+	"Domain": "--domain", "DescriptorKey": "--descriptor-key", "Limit": "--limit", "Cost": "--cost",
+	"Timeout": "--timeout",
+}
+
+func newBenchCmd() *cobra.Command {
+	var (
+		cfg    loadgen.Config
+		target string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load a rate-limit service over gRPC (ShouldRateLimit) or HTTP (/v1/allow) and report calls/s and latency",
+		Example: "  floodgate bench --target grpc --addr 127.0.0.1:8081 --concurrency 64 --duration 10s\n" +
+			"  floodgate bench --target http --addr 127.0.0.1:8080 --limit token_bucket:1000/1s --rate 5000",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Target = loadgen.Target(target)
+			report, err := loadgen.Run(cmd.Context(), cfg)
+			var cfgErr *loadgen.ConfigError
+			if errors.As(err, &cfgErr) {
+				return fmt.Errorf("%s: %w", flagNames[cfgErr.Field], cfgErr.Err)
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				err = report.WriteJSON(cmd.OutOrStdout())
+			} else {
+				err = report.WriteText(cmd.OutOrStdout())
+			}
+			if err == nil && report.Errors > 0 {
+				err = fmt.Errorf("%d of %d calls failed; first: %s", report.Errors, report.Calls, report.FirstError)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&target, "target", string(loadgen.TargetGRPC), "grpc (ShouldRateLimit) or http (POST /v1/allow)")
+	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "the service's address (host:port, or a base URL for http)")
+	f.IntVar(&cfg.Concurrency, "concurrency", loadgen.DefaultConcurrency, "concurrent callers")
+	f.IntVar(&cfg.Conns, "conns", loadgen.DefaultConns, "gRPC connections to spread the callers over")
+	f.DurationVar(&cfg.Duration, "duration", loadgen.DefaultDuration, "how long to run")
+	f.Int64Var(&cfg.Requests, "requests", 0, "stop after this many calls (0: no cap)")
+	f.Float64Var(&cfg.Rate, "rate", 0, "open loop: calls per second to send (0: as fast as the callers go)")
+	f.IntVar(&cfg.Keys, "keys", loadgen.DefaultKeys, "distinct keys (descriptor values) to spread calls over")
+	f.StringVar(&cfg.Domain, "domain", loadgen.DefaultDomain, "policy domain")
+	f.StringVar(&cfg.DescriptorKey, "descriptor-key", loadgen.DefaultDescriptorKey, "descriptor entry key")
+	f.StringVar(&cfg.Limit, "limit", "", "http only: send this explicit limit (algorithm:rate/period[:burst=N]) instead of a policy lookup")
+	f.Int64Var(&cfg.Cost, "cost", loadgen.DefaultCost, "cost (hits) per call")
+	f.DurationVar(&cfg.Timeout, "timeout", loadgen.DefaultTimeout, "per-call timeout")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}

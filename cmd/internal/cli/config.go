@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/floodgate-io/floodgate/cmd/internal/config"
+)
+
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Work with policy configuration files",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "check PATH...",
+		Short: "Validate policy files or directories; exit non-zero on any error",
+		Long: "Loads every file (or every *.yaml / *.yml in each directory) as the service would,\n" +
+			"prints each domain with its number of limits, and reports every error with its file and line.\n" +
+			"Paths that hold no policy file at all (an empty directory) are an error, as they are for serve and proxy.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, paths []string) error {
+			set, err := config.LoadFiles(paths...)
+			if err != nil {
+				return err
+			}
+			for _, domain := range set.Domains() {
+				p, _ := set.Policy(domain)
+				fmt.Fprintf(cmd.OutOrStdout(), "ok  %s  domain %q: %d limits\n", p.File, domain, len(p.Rules()))
+			}
+			return nil
+		},
+	})
+	return cmd
+}

@@ -1,0 +1,248 @@
+package cli
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/floodgate-io/floodgate/cmd/internal/assemble"
+	"github.com/floodgate-io/floodgate/cmd/internal/config"
+	"github.com/floodgate-io/floodgate/cmd/internal/engine"
+	"github.com/floodgate-io/floodgate/cmd/internal/metrics"
+	"github.com/floodgate-io/floodgate/cmd/internal/policy"
+	"github.com/floodgate-io/floodgate/cmd/internal/server"
+	"github.com/floodgate-io/floodgate/cmd/internal/watch"
+	"github.com/floodgate-io/floodgate/failover"
+)
+
+//go:embed default_policy.yaml
+var defaultPolicy []byte
+
+// serveFlags are serve's settings; each flag has an environment variable.
+type serveFlags struct {
+	storeFlags
+	config     string
+	httpAddr   string
+	grpcAddr   string
+	adminToken string
+	headers    bool
+	atomic     bool
+	logFormat  string
+	reload     reloadFlags
+	listen     listenFlags
+}
+
+// storeFlags are the settings of serve and proxy that say where they
+// count and how the fleet shares limits: assemble's Config as flags.
+type storeFlags struct {
+	redis        string
+	redisPrefix  string
+	failureMode  string
+	storeTimeout time.Duration
+	maxKeys      int
+	fleet        assemble.FleetConfig
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Answer rate-limit decisions over HTTP and Envoy's rate limit gRPC protocol",
+		Long: "Serves POST /v1/allow, Envoy's POST /json, /healthz, /readyz, /metrics and /admin over HTTP,\n" +
+			"and envoy.service.ratelimit.v3.RateLimitService over gRPC. Without --config it enforces a\n" +
+			"built-in example policy; without --redis it counts in memory.\n\n" +
+			"Every flag can also be set in the environment as FLOODGATE_ and its name in capitals with\n" +
+			"underscores: --store-timeout is FLOODGATE_STORE_TIMEOUT (flags win). Limits, timeouts and the\n" +
+			"drain on SIGTERM are in docs/operations.md.\n\n" +
+			"Several nodes share their limits by a strategy (--strategy, or strategy: per limit in the policy):\n" +
+			"exact counts every request in Redis; local enforces limit/N per node; leased, synced and sampled\n" +
+			"keep shared state in Redis and decide in memory; gossip needs no Redis, only --cluster-bind.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			return serve(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "policy file or directory (default: the built-in example policy)")
+	fl.StringVar(&f.redis, "redis", "", "Redis address, or several seeds of a Redis Cluster, comma-separated (default: count in memory)")
+	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address")
+	fl.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC listen address")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token for /admin (empty: the admin API is off)")
+	fl.StringVar(&f.failureMode, "failure-mode", string(failover.FailOpen), "what limits without their own failure_mode do when Redis cannot answer: fail_open, fail_closed or fail_local")
+	fl.DurationVar(&f.storeTimeout, "store-timeout", failover.DefaultTimeout, "the longest a decision waits for Redis; past it the limit's failure_mode decides (see docs/failover.md)")
+	fl.StringVar(&f.redisPrefix, "redis-prefix", "floodgate:", "prefix of every Redis key")
+	fl.BoolVar(&f.headers, "headers", true, "add RateLimit-Policy and RateLimit to Envoy's response_headers_to_add")
+	fl.BoolVar(&f.atomic, "atomic", false, "decide all descriptors of an Envoy request all or nothing (default: each on its own, as Envoy's service does)")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory by the memory store and the strategies' local state; past it the least recently used key is forgotten (0: unbounded)")
+	registerFleet(fl, &f.fleet)
+	f.reload.register(fl)
+	f.listen.register(fl, false)
+	return cmd
+}
+
+// defaultMaxKeys bounds the in-memory state of serve and proxy unless
+// --max-keys says otherwise.
+const defaultMaxKeys = 1_000_000
+
+// applyEnv sets every flag not given on the command line from its
+// FLOODGATE_ variable, and reports a bad value with the variable's name.
+func applyEnv(cmd *cobra.Command) error {
+	var errs []error
+	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+		name := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		v, ok := os.LookupEnv(name)
+		if !ok || fl.Changed {
+			return
+		}
+		if err := fl.Value.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
+	log, err := newLogger(stderr, f.logFormat)
+	if err != nil {
+		return err
+	}
+	defaultMode, err := failover.ParseMode(f.failureMode)
+	if err != nil {
+		return fmt.Errorf("--failure-mode: %w", err)
+	}
+	policies, err := loadPolicies(f.config, f.reload)
+	if err != nil {
+		return err
+	}
+	st, err := assemble.Open(ctx, f.stores(defaultMode), policies, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	eng := engine.New(policies, st)
+	reload := &reloader{path: f.config, flags: f.reload, holder: eng, check: st.Check,
+		counted: m.ConfigReload, log: log, after: time.After}
+	srv := server.New(server.Options{
+		Engine:     eng,
+		Limiter:    st.Default(), // requests with an explicit limit follow --strategy too
+		Metrics:    m,
+		Logger:     log,
+		Ready:      st.Ready,
+		AdminToken: f.adminToken,
+		Reload:     reload.explicit,
+		Reset:      st.Reset,
+		Headers:    f.headers,
+		AtomicRLS:  f.atomic,
+		Listen:     f.listen.options(),
+	})
+	httpLn, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
+	}
+	grpcLn, err := net.Listen("tcp", f.grpcAddr)
+	if err != nil {
+		httpLn.Close()
+		return fmt.Errorf("--grpc %s: %w", f.grpcAddr, err)
+	}
+	if err := watchPolicies(ctx, f.config, reload, log); err != nil {
+		httpLn.Close()
+		grpcLn.Close()
+		return err
+	}
+	go st.Report(ctx, m, time.Second)
+	log.Info("floodgate serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
+		"store", st.Name(), "strategy", string(f.fleet.Strategy), "nodes", st.Count(),
+		"policy", policySource(f.config), "domains", policies.Domains())
+	err = srv.Serve(ctx, httpLn, grpcLn)
+	log.Info("floodgate stopped")
+	return err
+}
+
+func policySource(path string) string {
+	if path == "" {
+		return "built-in example"
+	}
+	return path
+}
+
+// loadPolicies reads the policy at path, or the built-in example policy
+// when path is "". A path that holds no policy is an error unless the
+// flags allow an empty one.
+func loadPolicies(path string, flags reloadFlags) (*policy.Set, error) {
+	if path == "" {
+		p, err := config.Parse("built-in example policy", defaultPolicy)
+		if err != nil {
+			return nil, err
+		}
+		return policy.NewSet(p)
+	}
+	return flags.parse(config.ReadFiles(path))
+}
+
+// watchPolicies reloads when the policy's files change (a watched reload)
+// and on SIGHUP (an explicit one).
+func watchPolicies(ctx context.Context, path string, reload *reloader, log *slog.Logger) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the config")
+				reload.explicit()
+			}
+		}
+	}()
+	if path == "" {
+		return nil
+	}
+	return watch.Watch(ctx, []string{path}, func() { reload.watched(ctx) })
+}
+
+// stores is assemble's Config from the flags and the parsed
+// --failure-mode: the Redis addresses are --redis split at its commas.
+func (f storeFlags) stores(defaultMode failover.Mode) assemble.Config {
+	return assemble.Config{Redis: splitAddrs(f.redis), RedisPrefix: f.redisPrefix, StoreTimeout: f.storeTimeout,
+		FailureMode: defaultMode, MaxKeys: f.maxKeys, Fleet: f.fleet}
+}
+
+// splitAddrs reads a comma-separated --redis ("": none, count in memory).
+func splitAddrs(redis string) []string {
+	if redis == "" {
+		return nil
+	}
+	return strings.Split(redis, ",")
+}

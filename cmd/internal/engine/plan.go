@@ -1,0 +1,328 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cmd/internal/policy"
+	"github.com/floodgate-io/floodgate/internal/excerpt"
+)
+
+// item is one limit to decide for one descriptor.
+type item struct {
+	desc   int
+	status LimitStatus
+	cost   int64
+	shadow bool  // shadow or quota mode: reported, never denies
+	denies bool  // requests_per_unit 0: denies without asking a store
+	adjust int64 // −1 gives cost back (is_negative_hits), +1 charges it regardless; 0 decides
+}
+
+// plan is a request turned into items, decided in groups.
+type plan struct {
+	req   Request
+	items []item
+}
+
+func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]policy.Rule) *plan {
+	p := &plan{req: req}
+	_, known := set.Policy(req.Domain)
+	for i := range req.Descriptors {
+		d := &req.Descriptors[i]
+		cost := req.Hits
+		if cost == 0 {
+			cost = 1
+		}
+		if d.Hits > 0 || d.HitsSet {
+			cost = d.Hits
+		}
+		dir := adjustOf(d)
+		if d.Override != nil && known { // Envoy applies an override whatever the tree says
+			rule := policy.Rule{Domain: req.Domain, Limit: *d.Override, Count: 1}
+			key := req.Domain + "/!override/" + escapeDescriptor(descs[i]) + "/" + d.Override.String()
+			p.items = append(p.items, item{desc: i, status: LimitStatus{Rule: rule, Limit: *d.Override, Key: key, Cost: signed(dir, cost)}, cost: cost, adjust: dir})
+			continue
+		}
+		for _, r := range rules[i] {
+			if r.Unlimited {
+				continue
+			}
+			c := costOf(&req, d, &r, cost)
+			p.items = append(p.items, item{
+				desc:   i,
+				status: LimitStatus{Rule: r, Limit: r.Limit, Key: r.StateKey(descs[i]), Cost: signed(dir, c)},
+				cost:   c,
+				shadow: r.ShadowMode || r.QuotaMode,
+				denies: r.DeniesAll() && dir == 0,
+				adjust: dir,
+			})
+		}
+	}
+	return p
+}
+
+// checkKeys holds the keys the entries compose to floodgate.MaxKeyBytes
+// before any store is asked, so that a request is refused whole (an
+// ErrBadRequest wrapping floodgate.ErrKeyTooLong), not half decided.
+func (p *plan) checkKeys() error {
+	for _, it := range p.items {
+		if err := floodgate.CheckLength("key", it.status.Key, floodgate.MaxKeyBytes); err != nil {
+			return fmt.Errorf("%w: descriptor %d: %w", ErrBadRequest, it.desc, err)
+		}
+	}
+	return nil
+}
+
+// costOf is what limit r takes of descriptor d, whose cost is cost: the
+// cost the request gives r by name, else the cost when r counts units,
+// else 1 (0 for a read) when it counts requests, which a Refund or Charge
+// moves by d.Requests.
+func costOf(req *Request, d *Descriptor, r *policy.Rule, cost int64) int64 {
+	if r.Name != "" {
+		if c, ok := d.Costs[r.Name]; ok {
+			return c
+		}
+		if c, ok := req.Costs[r.Name]; ok {
+			return c
+		}
+	}
+	switch {
+	case r.Counts != policy.CountsRequests:
+		return cost
+	case d.Refund || d.Charge:
+		return d.Requests
+	}
+	return min(cost, 1)
+}
+
+// signed is a cost as LimitStatus.Cost reports it: negative for a refund.
+func signed(dir, cost int64) int64 {
+	if dir < 0 {
+		return -cost
+	}
+	return cost
+}
+
+// escapeDescriptor renders entries so that different descriptors never
+// give the same key.
+func escapeDescriptor(d policy.Descriptor) string {
+	var b strings.Builder
+	for i, e := range d.Entries {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(e.Key, "%", "%25"), "/", "%2F"))
+		b.WriteByte('=')
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(e.Value, "%", "%25"), "/", "%2F"))
+	}
+	return b.String()
+}
+
+// run decides every item: shadow ones each on its own, the enforcing ones
+// all or nothing per descriptor (or across descriptors with Atomic).
+func (p *plan) run(ctx context.Context, stores Stores) error {
+	// Items come in descriptor order, so the enforcing items of a group are
+	// contiguous but for shadow items between them: the open group is the
+	// only one that can grow.
+	var groups [][]*item
+	open, openSlot := -1, 0
+	for i := range p.items {
+		it := &p.items[i]
+		switch {
+		case it.adjust != 0:
+			continue // see adjust, after the rest
+		case it.denies:
+			it.status.Decision = floodgate.Decision{RetryAfter: -1, ResetAfter: it.status.Limit.Period}
+		case it.shadow:
+			groups = append(groups, []*item{it})
+		default:
+			slot := it.desc
+			if p.req.Atomic {
+				slot = -1
+			}
+			if open < 0 || slot != openSlot {
+				open, openSlot = len(groups), slot
+				groups = append(groups, nil)
+			}
+			groups[open] = append(groups[open], it)
+		}
+	}
+	blocked := p.req.Atomic && p.deniesAll()
+	for _, g := range groups {
+		if blocked && !g[0].shadow {
+			if err := peekGroup(ctx, stores, g); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := decideGroup(ctx, stores, g); err != nil {
+			return err
+		}
+	}
+	for i := range p.items {
+		if it := &p.items[i]; it.adjust != 0 {
+			if err := adjust(ctx, stores, it); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// adjustOf is how a descriptor moves its limits' counts: −1 refunds, +1
+// charges, 0 decides.
+func adjustOf(d *Descriptor) int64 {
+	switch {
+	case d.Refund:
+		return -1
+	case d.Charge:
+		return 1
+	}
+	return 0
+}
+
+// adjust gives an item's cost back or charges it, and reads what remains.
+// An item with nothing to move (a requests limit under a correction of
+// units) is only read.
+func adjust(ctx context.Context, stores Stores, it *item) error {
+	store := stores.For(it.status.Rule)
+	var err error
+	if it.cost != 0 {
+		adjuster, ok := store.(floodgate.Adjuster)
+		if !ok {
+			return fmt.Errorf("%w: adjusting %s: the store (%T) cannot give hits back or charge them", ErrUnsupported, excerpt.Quote(it.status.Key), store)
+		}
+		err = adjuster.Adjust(ctx, it.status.Key, it.status.Limit, it.adjust*it.cost)
+	}
+	switch {
+	case errors.Is(err, floodgate.ErrStoreUnavailable):
+		// Nothing was adjusted; the read below answers as the store's
+		// failure policy says, as a decision would.
+	case err != nil:
+		return fmt.Errorf("adjusting %s: %w", excerpt.Quote(it.status.Key), err)
+	}
+	d, err := store.AllowN(ctx, it.status.Key, it.status.Limit, 0)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", excerpt.Quote(it.status.Key), err)
+	}
+	// What was adjusted has happened: the request is not refused, whatever
+	// the count now says (a charge may leave it past the limit).
+	d.Allowed, d.RetryAfter = true, 0
+	it.status.Decision = d
+	return nil
+}
+
+// deniesAll reports whether an enforcing limit denies every request.
+func (p *plan) deniesAll() bool {
+	for _, it := range p.items {
+		if it.denies && !it.shadow {
+			return true
+		}
+	}
+	return false
+}
+
+// peekGroup reports items of an atomic request that another limit denies
+// outright: nothing is consumed, and they are not to blame.
+func peekGroup(ctx context.Context, stores Stores, items []*item) error {
+	for _, it := range items {
+		d, err := stores.For(it.status.Rule).AllowN(ctx, it.status.Key, it.status.Limit, 0)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", excerpt.Quote(it.status.Key), err)
+		}
+		d.Allowed = false
+		it.status.Decision = d
+	}
+	return nil
+}
+
+// decideGroup decides items all or nothing when they share a store that
+// batches; items in different stores are decided one store after another.
+func decideGroup(ctx context.Context, stores Stores, items []*item) error {
+	if len(items) == 1 {
+		it := items[0]
+		d, err := stores.For(it.status.Rule).AllowN(ctx, it.status.Key, it.status.Limit, it.cost)
+		if err != nil {
+			return fmt.Errorf("deciding %s: %w", excerpt.Quote(it.status.Key), err)
+		}
+		it.status.Decision = d
+		return nil
+	}
+	if s, ok := oneStore(stores, items); ok {
+		return decideBatch(ctx, s, items) // the usual case: no grouping to build
+	}
+	byStore := map[floodgate.Limiter][]*item{}
+	var order []floodgate.Limiter
+	for _, it := range items {
+		s := stores.For(it.status.Rule)
+		if _, ok := byStore[s]; !ok {
+			order = append(order, s)
+		}
+		byStore[s] = append(byStore[s], it)
+	}
+	for _, s := range order {
+		if err := decideBatch(ctx, s, byStore[s]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// oneStore returns the store of items when they all count in the same one.
+func oneStore(stores Stores, items []*item) (floodgate.Limiter, bool) {
+	first := stores.For(items[0].status.Rule)
+	for _, it := range items[1:] {
+		if stores.For(it.status.Rule) != first {
+			return nil, false
+		}
+	}
+	return first, true
+}
+
+func decideBatch(ctx context.Context, store floodgate.Limiter, items []*item) error {
+	batcher, ok := store.(floodgate.BatchLimiter)
+	if !ok {
+		return fmt.Errorf("store %T cannot decide several limits at once", store)
+	}
+	reqs := make([]floodgate.Request, len(items))
+	for i, it := range items {
+		reqs[i] = floodgate.Request{Key: it.status.Key, Limit: it.status.Limit, Cost: it.cost}
+	}
+	ds, err := batcher.AllowAll(ctx, reqs)
+	if err != nil {
+		return fmt.Errorf("deciding %d limits of %s: %w", len(items), excerpt.Quote(items[0].status.Key), err)
+	}
+	for i, it := range items {
+		it.status.Decision = ds[i]
+	}
+	return nil
+}
+
+// response folds the items into statuses.
+func (p *plan) response() Response {
+	resp := Response{Code: OK, Descriptors: make([]DescriptorStatus, len(p.req.Descriptors))}
+	for i := range resp.Descriptors {
+		resp.Descriptors[i] = DescriptorStatus{Code: OK, Tightest: -1}
+	}
+	for _, it := range p.items {
+		ds := &resp.Descriptors[it.desc]
+		d := it.status.Decision
+		blamed := !d.Allowed && d.RetryAfter != 0 // in a denied batch only the limits that denied
+		switch {
+		case blamed && it.shadow:
+			ds.ShadowDenied = true
+		case blamed:
+			ds.Code, resp.Code = OverLimit, OverLimit
+		case !d.Allowed && p.req.Atomic:
+			resp.Code = OverLimit // another descriptor denied: nothing passed
+		}
+		ds.Limits = append(ds.Limits, it.status)
+		if t := ds.Tightest; t < 0 || d.Remaining < ds.Limits[t].Decision.Remaining {
+			ds.Tightest = len(ds.Limits) - 1
+		}
+	}
+	return resp
+}

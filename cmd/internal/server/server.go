@@ -1,0 +1,163 @@
+// Package server is Floodgate's service: the HTTP API (POST /v1/allow,
+// POST /v1/adjust, Envoy's POST /json, /healthz, /readyz, /metrics,
+// /admin) and the gRPC
+// services (envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1,
+// reflection), all over one decision engine.
+//
+// Every surface records its decisions in the metrics, answers bad input
+// with 400 or InvalidArgument naming the problem, and survives a panic in
+// the code under it (500 or Internal, logged with its stack).
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cmd/internal/engine"
+	"github.com/floodgate-io/floodgate/cmd/internal/listen"
+	"github.com/floodgate-io/floodgate/cmd/internal/metrics"
+	"github.com/floodgate-io/floodgate/cmd/internal/policy"
+)
+
+// DefaultMaxBodyBytes bounds request bodies when Options.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 1 << 20
+
+// ExplicitPrefix namespaces the keys of explicit limits (POST /v1/allow
+// with a key) in the store, apart from the keys of policies.
+const ExplicitPrefix = "explicit/"
+
+// Options configures New.
+type Options struct {
+	// Engine decides policy lookups; nil decides them against no policy
+	// (every request allowed, nothing counted).
+	Engine *engine.Engine
+	// Limiter decides the explicit limits of POST /v1/allow (keys
+	// namespaced ExplicitPrefix+key) and answers the reads of
+	// POST /admin/inspect; nil answers those with 501.
+	Limiter floodgate.Limiter
+	// Metrics records decisions; nil records them in a registry of its own,
+	// served at /metrics with the Go and process collectors.
+	Metrics *metrics.Metrics
+	// Logger receives errors and panics; nil is slog.Default().
+	Logger *slog.Logger
+	// Ready reports readiness for /readyz and grpc.health.v1: nil error is
+	// ready. A nil Ready is always ready.
+	Ready func() error
+	// AdminToken is the bearer token of /admin; "" turns /admin off (404).
+	AdminToken string
+	// Reload reloads the policies for POST /admin/reload; nil answers 501.
+	// It records the reload in the metrics itself.
+	Reload func() error
+	// Reset forgets one store key for POST /admin/reset; nil answers 501.
+	Reset func(ctx context.Context, key string) error
+	// Headers adds RateLimit-Policy, RateLimit and (when a wait is known)
+	// Retry-After to the response_headers_to_add of the Envoy surfaces.
+	Headers bool
+	// AtomicRLS makes the requests of the Envoy surfaces (gRPC, /json) all
+	// or nothing across descriptors; false decides each descriptor on its
+	// own, as Envoy's reference service does.
+	AtomicRLS bool
+	// MaxBodyBytes bounds request bodies and gRPC messages (default 1 MiB).
+	MaxBodyBytes int64
+	// Listen bounds the connections of both listeners and the drain of
+	// Serve; nil is listen.Defaults() (no grace period).
+	Listen *listen.Options
+	// GraceTimer, when set, times the grace period of the drain instead of
+	// a real timer: tests end it by hand.
+	GraceTimer func(time.Duration) <-chan time.Time
+}
+
+// Server serves the HTTP and gRPC surfaces. Create it with New.
+type Server struct {
+	opts    Options
+	engine  *engine.Engine
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	handler http.Handler
+	grpc    *grpc.Server
+	health  *healthServer
+	drain   *listen.Drain
+
+	stopping <-chan struct{} // closed when Serve starts to drain
+}
+
+// New returns a server for opts.
+func New(opts Options) *Server {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Listen == nil {
+		d := listen.Defaults()
+		opts.Listen = &d
+	}
+	s := &Server{opts: opts, engine: opts.Engine, metrics: opts.Metrics, log: opts.Logger}
+	if s.engine == nil {
+		empty, _ := policy.NewSet()
+		s.engine = engine.New(empty, engine.OneStore{})
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.metrics == nil {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		s.metrics = metrics.New(reg)
+	}
+	s.drain = listen.NewDrain(*opts.Listen, s.log)
+	if opts.GraceTimer != nil {
+		s.drain.WithGrace(opts.GraceTimer)
+	}
+	s.stopping = s.drain.Draining()
+	s.handler = s.routes()
+	s.health = &healthServer{s: s, poll: time.Second}
+	s.grpc = s.newGRPC()
+	return s
+}
+
+// Handler returns every HTTP route.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// GRPC returns the gRPC server: RateLimitService, grpc.health.v1 (serving
+// while Ready says so) and reflection. Serve serves it; a caller that
+// serves it on its own stops it on its own.
+func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// ready is nil when the service should receive traffic.
+func (s *Server) ready() error {
+	select {
+	case <-s.stopping:
+		return errors.New("shutting down")
+	default:
+	}
+	if s.opts.Ready == nil {
+		return nil
+	}
+	return s.opts.Ready()
+}
+
+// Serve serves HTTP on httpLn and gRPC on grpcLn (either may be nil) until
+// ctx is done; then it drains them (see listen.Drain): /readyz and
+// grpc.health.v1 report not ready at once, the listeners serve on for
+// Listen.ShutdownDelay with Connection: close on every HTTP response, then
+// close; in-flight requests get Listen.ShutdownTimeout to finish, what is
+// left is closed, and Serve returns nil. When a listener fails first, Serve
+// stops the other at once and returns that error. Serve may be called once.
+func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
+	var servers []listen.Server
+	if httpLn != nil {
+		servers = append(servers, listen.HTTP(s.drain.HTTPServer(s.handler), httpLn))
+	}
+	if grpcLn != nil {
+		servers = append(servers, listen.GRPC(s.grpc, grpcLn))
+	}
+	return s.drain.Serve(ctx, servers...)
+}
