@@ -18,18 +18,10 @@ import (
 )
 
 // The redis-server helper keeps one goroutine locked to the thread that
-// starts servers (see internal/testkit), and toxiproxy's pipe goroutines
-// can outlive a stopped proxy by a moment (they are the fault injector's,
-// in the fault tests only); everything else must be gone.
+// starts servers (see internal/testkit); everything else must be gone.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/floodgate-io/floodgate/internal/testkit.spawner"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).read"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).RemoveToxic.func1"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).server"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).freeBlocker"))
+		goleak.IgnoreTopFunction("github.com/floodgate-io/floodgate/internal/testkit.spawner"))
 }
 
 var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)

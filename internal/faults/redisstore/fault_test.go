@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -32,13 +33,17 @@ func TestTimeoutBoundUnderFaults(t *testing.T) {
 func runBoundFault(t *testing.T, f faults.Fault) {
 	srv := testkit.StartServer(t)
 	proxy := faults.StartProxy(t, srv.Addr())
-	l := newLimiter(t, redisstore.Config{Addrs: []string{proxy.Addr()}})
+	l, err := redisstore.New(redisstore.Config{Addrs: []string{proxy.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
 	probe := timing.StartProbe(t)
 	probe.Watch(srv.Pid)
 	limit := floodgate.Limit{Algorithm: floodgate.TokenBucket, Rate: 1_000_000, Period: time.Second}
 	load := faults.Load{Callers: 48, Spacing: 3 * time.Millisecond, Warm: 300 * time.Millisecond, During: 1500 * time.Millisecond, After: time.Second}
 	run := faults.RunFault(t, f, srv, proxy, load, func(g int) error {
-		_, err := l.AllowN(ctx, "bound:"+string(rune('a'+g%26)), limit, 1)
+		_, err := l.AllowN(context.Background(), "bound:"+string(rune('a'+g%26)), limit, 1)
 		return err
 	})
 	probe.Stop()

@@ -71,11 +71,12 @@ func runFault(t *testing.T, mode failover.Mode, f faults.Fault) {
 	srv := testkit.StartServer(t)
 	proxy := faults.StartProxy(t, srv.Addr())
 	// As floodgate serve wires them: one timeout for both, the rest default.
-	store, err := redisstore.New(redisstore.Config{Addrs: []string{proxy.Addr()}, Timeout: storeTimeout})
+	redis, err := redisstore.New(redisstore.Config{Addrs: []string{proxy.Addr()}, Timeout: storeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer redis.Close()
+	store := recordingStore{redis}
 	r := run{events: &breakerLog{}, probe: timing.StartProbe(t)}
 	r.probe.Watch(srv.Pid)
 	r.path = testkit.StartPinger(t, proxy.Addr())
@@ -90,7 +91,7 @@ func runFault(t *testing.T, mode failover.Mode, f faults.Fault) {
 
 	load := faults.Load{Callers: 8, Spacing: loadSpacing, Warm: 300 * time.Millisecond, During: time.Second, After: 2 * time.Second}
 	r.FaultRun = faults.RunFault(t, f, srv, proxy, load, func(int) result {
-		d, cause, err := failover.Explain(context.Background(), lim, key, limit, 1)
+		d, cause, err := explain(lim, key, limit)
 		if err != nil {
 			t.Errorf("decision failed instead of degrading: %v", err)
 		}
@@ -104,6 +105,48 @@ func runFault(t *testing.T, mode failover.Mode, f faults.Fault) {
 	if !f.Forgets {
 		checkCounts(t, srv, key, limit, r.Calls)
 	}
+}
+
+// recordingStore is the Redis store, with every capability it has, that
+// also tells the decision whose context carries a storeCall what the
+// store answered it. The Redis store returns by its context's deadline, so
+// the failover Limiter calls it on the caller's goroutine and the record
+// is complete when the decision returns.
+type recordingStore struct{ *redisstore.Limiter }
+
+// storeCall is what the store did for one decision: whether it was asked
+// (the breaker did not skip it) and its error.
+type storeCall struct {
+	asked bool
+	err   error
+}
+
+type storeCallKey struct{}
+
+func (s recordingStore) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
+	d, err := s.Limiter.AllowN(ctx, key, limit, cost)
+	if c, ok := ctx.Value(storeCallKey{}).(*storeCall); ok {
+		c.asked, c.err = true, err
+	}
+	return d, err
+}
+
+// explain decides one request through lim and says why the failure
+// policy decided, if it did (cause, nil when the store did): the store
+// skipped by the open breaker (failover.ErrBreakerOpen), or its error, as
+// the policy sees it (wrapping floodgate.ErrStoreUnavailable). The load
+// gives no bad input and never gives up, so every store error degrades.
+func explain(lim failover.Limiter, key string, limit floodgate.Limit) (d floodgate.Decision, cause, err error) {
+	var c storeCall
+	d, err = lim.AllowN(context.WithValue(context.Background(), storeCallKey{}, &c), key, limit, 1)
+	switch {
+	case err != nil:
+	case !c.asked:
+		cause = failover.ErrBreakerOpen
+	case c.err != nil:
+		cause = fmt.Errorf("%w: %w", floodgate.ErrStoreUnavailable, c.err)
+	}
+	return d, cause, err
 }
 
 // checkBound: no decision took longer than the timeout, the scheduler's
