@@ -6,7 +6,7 @@ import (
 )
 
 // ScriptSource and ScriptArgs serve the benchmark that loads a script into
-// redis-benchmark (bench_test.go): test-only, so they are no part of the
+// redis-benchmark (BenchmarkRedisCeiling): test-only, so they are no part of the
 // package's API.
 
 // ScriptSource returns the Lua source of the script that decides requests
