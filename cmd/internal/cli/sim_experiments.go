@@ -41,6 +41,9 @@ func newSimAccuracyCmd() *cobra.Command {
 			"  floodgate sim accuracy --requests 200000 --sources 2000 --sweep=false --load 0.1 --json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := plotsDrawable(plotDir); err != nil {
+				return err
+			}
 			shapes := []experiments.Shape{cfg.Shape}
 			if sweep {
 				shapes = experiments.ShapeSweep(cfg.Shape)
@@ -120,6 +123,9 @@ func newSimBoundaryCmd() *cobra.Command {
 			"  floodgate sim boundary --nodes 10 --skews 0s,100ms,500ms --plot docs/img",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := plotsDrawable(plotDir); err != nil {
+				return err
+			}
 			skew.Rate, skew.Period = boundary.Rate, boundary.Period
 			b, err := experiments.BoundaryBurst(boundary)
 			if err != nil {
@@ -177,6 +183,18 @@ func writeBoundaryReport(out io.Writer, b experiments.BoundaryResult, s experime
 	}
 	fmt.Fprintln(out)
 	return experiments.WriteSkewText(out, s)
+}
+
+// plotsDrawable fails a command asked to draw into dir (--plot) when this
+// build cannot draw, before it computes anything.
+func plotsDrawable(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := experiments.Drawable(); err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	return nil
 }
 
 func writeExperimentPlot(c experiments.Chart, dir, name string) error {

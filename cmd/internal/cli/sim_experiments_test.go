@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/floodgate-io/floodgate/cmd/internal/experiments"
 )
 
 // runExperimentCmd runs a command built by newCmd with args, in process.
@@ -115,21 +116,20 @@ func TestSimBoundaryShowsTheDoubleBurst(t *testing.T) {
 	}
 }
 
-func TestSimExperimentsWritePlots(t *testing.T) {
+// A floodgate built without the plots tag refuses --plot and sim plots at
+// once, saying how to build the one that draws.
+func TestPlotsNeedThePlotsTag(t *testing.T) {
+	if experiments.Drawable() == nil {
+		t.Skip("built with -tags plots")
+	}
 	dir := t.TempDir()
-	if _, err := runExperimentCmd(t, newSimBoundaryCmd, "--periods", "20", "--skews", "0s,100ms", "--plot", dir); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := runExperimentCmd(t, newSimAccuracyCmd, "--requests", "100000", "--sources", "100", "--rate", "10", "--plot", dir, "--csv"); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{boundaryPlotFile, skewPlotFile, accuracyPlotFile} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.HasPrefix(b, []byte("\x89PNG")) {
-			t.Errorf("%s is not a PNG", name)
+	for _, run := range []func() error{
+		func() error { _, err := runExperimentCmd(t, newSimBoundaryCmd, "--plot", dir); return err },
+		func() error { _, err := runExperimentCmd(t, newSimAccuracyCmd, "--plot", dir); return err },
+		func() error { _, err := runExperimentCmd(t, newSimPlotsCmd, "--out", dir); return err },
+	} {
+		if err := run(); !errors.Is(err, experiments.ErrNoPlots) {
+			t.Errorf("got %v, want experiments.ErrNoPlots", err)
 		}
 	}
 }

@@ -43,9 +43,13 @@ func newSimPlotsCmd() *cobra.Command {
 
 10 nodes share 1000/s (fixed window); 5ms round trips with 1ms jitter. It
 prints the figures of each plot as Markdown tables. The same --seed draws
-the same pictures.`,
+the same pictures. Drawing needs a floodgate built with -tags plots
+(go run -tags plots ./cmd/floodgate sim plots), which links gonum's plot.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := experiments.Drawable(); err != nil {
+				return err
+			}
 			return runSimPlots(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}

@@ -1,3 +1,5 @@
+//go:build plots
+
 package experiments
 
 import (

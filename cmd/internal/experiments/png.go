@@ -1,7 +1,8 @@
+//go:build plots
+
 package experiments
 
 import (
-	"errors"
 	"fmt"
 	"image/color"
 	"math"
@@ -14,34 +15,9 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// ErrBadPlot is wrapped by every error a plot's validation returns.
-var ErrBadPlot = errors.New("experiments: bad plot")
-
-// Series is one named line of a plot: the points (X[i], Y[i]) in order.
-type Series struct {
-	Name string
-	X, Y []float64
-	// Dashed draws the line dashed: for references such as a limit or a bound,
-	// so they read differently from measurements.
-	Dashed bool
-}
-
-// Chart is a line plot with several named series. The zero values of Width
-// and Height mean 16 cm × 10 cm.
-type Chart struct {
-	Title, XLabel, YLabel string
-	Series                []Series
-	// LogX and LogY put an axis on a log scale; every value on it must then
-	// be positive.
-	LogX, LogY    bool
-	Width, Height vg.Length
-}
-
-// LinePlot draws series as a line plot with a title, axis labels and a
-// legend, and writes it as a PNG to path.
-func LinePlot(path, title, xLabel, yLabel string, series []Series) error {
-	return Chart{Title: title, XLabel: xLabel, YLabel: yLabel, Series: series}.WritePNG(path)
-}
+// Drawable reports whether this build draws charts: nil, it does (see
+// ErrNoPlots for the build that does not).
+func Drawable() error { return nil }
 
 // palette holds colours that stay apart in print and for common colour
 // blindness (Okabe–Ito), in the order series take them.
@@ -60,7 +36,7 @@ func (c Chart) WritePNG(path string) error {
 	if err != nil {
 		return err
 	}
-	w, h := c.Width, c.Height
+	w, h := vg.Length(c.Width)*vg.Centimeter, vg.Length(c.Height)*vg.Centimeter
 	if w == 0 {
 		w = 16 * vg.Centimeter
 	}
@@ -137,41 +113,4 @@ func (c Chart) frameY(p *plot.Plot) {
 		p.Y.Max = p.Y.Min + 1
 	}
 	p.Y.Max = p.Y.Min + (p.Y.Max-p.Y.Min)/(1-legend)
-}
-
-func (c Chart) validate() error {
-	if strings.TrimSpace(c.Title) == "" {
-		return fmt.Errorf("%w: no title", ErrBadPlot)
-	}
-	if len(c.Series) == 0 {
-		return fmt.Errorf("%w: %q has no series", ErrBadPlot, c.Title)
-	}
-	for i, s := range c.Series {
-		if strings.TrimSpace(s.Name) == "" {
-			return fmt.Errorf("%w: series %d of %q has no name", ErrBadPlot, i, c.Title)
-		}
-		if len(s.X) == 0 || len(s.X) != len(s.Y) {
-			return fmt.Errorf("%w: series %q has %d x values and %d y values (want the same, at least one)",
-				ErrBadPlot, s.Name, len(s.X), len(s.Y))
-		}
-		if err := checkValues(s.Name, "x", s.X, c.LogX); err != nil {
-			return err
-		}
-		if err := checkValues(s.Name, "y", s.Y, c.LogY); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func checkValues(series, axis string, vs []float64, logScale bool) error {
-	for i, v := range vs {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: series %q: %s[%d] is %v", ErrBadPlot, series, axis, i, v)
-		}
-		if logScale && v <= 0 {
-			return fmt.Errorf("%w: series %q: %s[%d] = %v is not positive, which a log axis needs", ErrBadPlot, series, axis, i, v)
-		}
-	}
-	return nil
 }
