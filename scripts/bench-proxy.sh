@@ -19,6 +19,6 @@ for tool in wrk nginx; do
 		exit 1
 	}
 done
-go test -run '^$' -bench InMemory -benchmem -count "${FLOODGATE_PROXY_BENCH_COUNT:-3}" ./internal/proxy/
-FLOODGATE_PROXY_BENCH=1 go test -run TestProxyBenchmark -v -count=1 -timeout 15m ./internal/proxy/ 2>&1 |
+go test -run '^$' -bench InMemory -benchmem -count "${FLOODGATE_PROXY_BENCH_COUNT:-3}" ./cmd/internal/proxy/
+FLOODGATE_PROXY_BENCH=1 go test -run TestProxyBenchmark -v -count=1 -timeout 15m ./cmd/internal/proxy/ 2>&1 |
 	grep -v 'http: proxy error: context canceled' # wrk hangs up on requests in flight when it stops

@@ -8,14 +8,15 @@
 #   scripts/busy-test.sh                    # twice, two burners
 #   BUSY_RUNS=5 scripts/busy-test.sh ./failover ./cluster
 #
-# Arguments are the packages (default ./...). The burners are this script's
+# Arguments are the packages (default: every module's, as in the README's
+# test command). The burners are this script's
 # own children, stopped by PID when it ends, however it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${BUSY_RUNS:-2}
 burners=${BUSY_BURNERS:-2}
 packages=("$@")
-[ ${#packages[@]} -gt 0 ] || packages=(./...)
+[ ${#packages[@]} -gt 0 ] || packages=(./... ./cmd/... ./cluster/... ./grpclimit/... ./benchmarks/... ./internal/faults/...)
 
 pids=()
 stop_burners() {

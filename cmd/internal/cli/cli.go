@@ -12,7 +12,7 @@ import (
 )
 
 // Version is the release version, set at build time with
-// -ldflags "-X github.com/floodgate-io/floodgate/internal/cli.Version=v1.2.3".
+// -ldflags "-X github.com/floodgate-io/floodgate/cmd/internal/cli.Version=v1.2.3".
 // When empty, the module version from the build info is used.
 var Version = ""
 

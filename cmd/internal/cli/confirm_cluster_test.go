@@ -251,8 +251,8 @@ func nodeArgs(redis *testkit.Server, strategy string, interval time.Duration, i 
 	return append(args, "--redis", redis.Addr(), "--redis-prefix", "floodgate-confirm-"+strategy+":")
 }
 
-// buildFloodgate builds the command once, from the module root, into the
-// test's temporary directory.
+// buildFloodgate builds the command once, from the root of its module
+// (cmd/), into the test's temporary directory.
 func buildFloodgate(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOMOD").Output()
@@ -261,10 +261,10 @@ func buildFloodgate(t *testing.T) string {
 	}
 	root := filepath.Dir(strings.TrimSpace(string(out)))
 	bin := filepath.Join(t.TempDir(), "floodgate")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/floodgate")
+	build := exec.Command("go", "build", "-o", bin, "./floodgate")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/floodgate: %v\n%s", err, out)
+		t.Fatalf("go build ./floodgate (in cmd/): %v\n%s", err, out)
 	}
 	return bin
 }

@@ -55,7 +55,7 @@ func TestListenFlagsRefuseBadValues(t *testing.T) {
 }
 
 // The proxy's listener closes connections that hold it, each no sooner
-// than its flag's bound (serve's listeners: internal/server).
+// than its flag's bound (serve's listeners: cmd/internal/server).
 func TestProxyListenerBounds(t *testing.T) {
 	const bound = 200 * time.Millisecond
 	addr := startProxy(t, "--limit", "1000/s", "--read-header-timeout", bound.String(),

@@ -47,7 +47,7 @@ func newSimTuneCmdWith(confirmFor func(simTuneFlags) bounds.Confirm) *cobra.Comm
 			"whose worst-case overshoot per window, from the bound the strategy documents, stays within\n" +
 			"--tolerance of the limit; the cost of that setting in shared-store calls per second; and the worst\n" +
 			"overshoot a simulation of the fleet at that setting measured (uniform Poisson load, one key).\n\n" +
-			"The bounds are cluster's doc comments (package internal/sim/bounds). Arrivals are taken as Poisson of the given\n" +
+			"The bounds are cluster's doc comments (package cmd/internal/sim/bounds). Arrivals are taken as Poisson of the given\n" +
 			"mean, as simulated: the other nodes' arrivals during a stale view are bounded at the --poisson quantile;\n" +
 			"--poisson 0 takes the mean as a steady peak rate, the docs' own form. The simulation runs without loss\n" +
 			"or jitter and does not model --drift.",

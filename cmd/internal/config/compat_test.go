@@ -21,7 +21,7 @@ func envoyCorpus() string {
 	if dir := os.Getenv("FLOODGATE_ENVOY_CORPUS"); dir != "" {
 		return dir
 	}
-	return "../../../shared/compat/envoy-ratelimit"
+	return "../../../../shared/compat/envoy-ratelimit"
 }
 
 func corpus(t *testing.T) string {

@@ -1,6 +1,6 @@
 // Package config is Floodgate's policy language: it decodes the YAML that
 // says which limits apply to which requests into the run-time model of
-// package internal/policy, which answers, for a request's descriptors,
+// package cmd/internal/policy, which answers, for a request's descriptors,
 // which limits apply. Only the command line and tests use it: a request
 // never comes back here.
 //
@@ -103,7 +103,7 @@
 // A request's descriptors walk the tree one entry per level, as
 // envoyproxy/ratelimit walks it: key and value, else the first matching
 // wildcard, else key alone, never backtracking; the limits that apply are
-// those of the descriptor the last entry reaches. Package internal/policy,
+// those of the descriptor the last entry reaches. Package cmd/internal/policy,
 // which does the matching, states the rules in full.
 //
 // # Routes

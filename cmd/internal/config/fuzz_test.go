@@ -15,12 +15,12 @@ import (
 // every policy that loads holds only limits the engine accepts, and its
 // descriptors match the way the package documentation says.
 //
-//	go test -run '^$' -fuzz FuzzParse -fuzztime 60s ./internal/config/
+//	go test -run '^$' -fuzz FuzzParse -fuzztime 60s ./cmd/internal/config/
 func FuzzParse(f *testing.F) {
 	for _, pattern := range []string{
 		"testdata/valid/*.yaml",
 		"testdata/invalid/*.yaml",
-		"../../../shared/compat/envoy-ratelimit/*/*.yaml",
+		"../../../../shared/compat/envoy-ratelimit/*/*.yaml",
 	} {
 		files, _ := filepath.Glob(pattern)
 		for _, file := range files {

@@ -9,7 +9,7 @@ import (
 // BenchmarkDecideTwoLimits decides a descriptor with a burst and a
 // sustained limit (one group, all or nothing) in memory.
 //
-//	go test -run '^$' -bench DecideTwoLimits -benchmem ./internal/engine
+//	go test -run '^$' -bench DecideTwoLimits -benchmem ./cmd/internal/engine
 func BenchmarkDecideTwoLimits(b *testing.B) {
 	e, clock := newEngine(b, apiPolicy)
 	req := engine.Request{Domain: "api", Descriptors: []engine.Descriptor{desc("tenant", "acme")}}

@@ -4,7 +4,7 @@
 // keys they count. The engine, the service, the proxy and the metrics use it
 // on every request; nothing here reads a file.
 //
-// Values come from the policy decoder (internal/config), which reads the
+// Values come from the policy decoder (cmd/internal/config), which reads the
 // YAML language, checks it and calls New and Policy.WithRoutes; they do not
 // change afterwards, so any number of goroutines may match against a Set.
 //

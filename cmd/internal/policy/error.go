@@ -3,7 +3,7 @@ package policy
 import "fmt"
 
 // Error is a problem in a policy, located where it is written. The decoder
-// (internal/config) reports every problem of a file as an *Error, and NewSet
+// (cmd/internal/config) reports every problem of a file as an *Error, and NewSet
 // reports a domain defined twice as one, so a caller finds either with
 // errors.As.
 type Error struct {

@@ -37,7 +37,7 @@ func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 // the floodgate proxy admitting every request and refusing every request:
 // the difference is the cost of routing, deciding and the RateLimit fields.
 //
-//	go test -run '^$' -bench InMemory -benchmem ./internal/proxy/
+//	go test -run '^$' -bench InMemory -benchmem ./cmd/internal/proxy/
 func BenchmarkInMemory(b *testing.B) {
 	upstream, _ := url.Parse("http://127.0.0.1:1")
 	gated := func(b *testing.B, policy string) http.Handler {

@@ -26,7 +26,7 @@ import (
 // The proxy benchmark runs only when asked, since it takes a minute or two
 // and needs wrk and nginx (apt-get install -y wrk nginx):
 //
-//	FLOODGATE_PROXY_BENCH=1 go test -run TestProxyBenchmark -v -count=1 -timeout 15m ./internal/proxy/
+//	FLOODGATE_PROXY_BENCH=1 go test -run TestProxyBenchmark -v -count=1 -timeout 15m ./cmd/internal/proxy/
 //
 // FLOODGATE_PROXY_BENCH_SECONDS (default 10) is each wrk run's length,
 // FLOODGATE_PROXY_BENCH_ROUNDS (default 5) the rounds of the throughput

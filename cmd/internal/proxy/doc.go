@@ -1,6 +1,6 @@
 // Package proxy is the gateway behind `floodgate proxy`: a reverse proxy
 // that limits requests by the routes and descriptors of a policy set
-// (package internal/policy), decided by the same engine as `floodgate serve`.
+// (package cmd/internal/policy), decided by the same engine as `floodgate serve`.
 //
 // A request takes the first route that matches its host, path prefix and
 // method; the route turns it into descriptors of its domain and a cost,
