@@ -15,7 +15,7 @@
 //
 // Usage (from the module root; scripts/api-count.sh wraps it):
 //
-//	go run ./internal/tools/apicount [-undocumented] [packages]   # default ./...
+//	go run ./internal/tools/apicount [-undocumented] [packages]   # default ./... ./cluster/... ./grpclimit/...
 package main
 
 import (
@@ -69,7 +69,9 @@ func main() {
 	flag.Parse()
 	patterns := flag.Args()
 	if len(patterns) == 0 {
-		patterns = []string{"./..."}
+		// Every module of the workspace with public packages: ./... stops
+		// at the root module's edge.
+		patterns = []string{"./...", "./cluster/...", "./grpclimit/..."}
 	}
 	do := run
 	if *undocumented {
