@@ -127,9 +127,11 @@ func TestEnvoyCorpusMatching(t *testing.T) {
 		{"wildcard.yaml", desc("noWild", "foo1"), "none"},
 		{"wildcard.yaml", desc("noWild", "foo"), "20/1m0s"},
 		{"wildcard.yaml", desc("noVal", "foo1"), "20/1m0s"},
-		{"wildcard.yaml", desc("midWild", "barab"), "none"},
+		{"wildcard.yaml", desc("midWild", "barab"), "20/1m0s"},
+		{"wildcard.yaml", desc("midWild", "barac"), "none"},
 		{"wildcard.yaml", desc("midWild", "bar*b"), "20/1m0s"},
-		{"wildcard.yaml", desc("multiWild", "foo1bar2baz"), "none"},
+		{"wildcard.yaml", desc("multiWild", "foo1bar2baz"), "10/1m0s"},
+		{"wildcard.yaml", desc("multiWild", "foo1baz2bar"), "none"},
 		{"wildcard.yaml", desc("nestedWild", "val1", "wild", "goo2"), "20/1m0s"},
 		{"wildcard.yaml", desc("nestedWild", "val1", "wild", "foo2"), "none"},
 

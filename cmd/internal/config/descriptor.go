@@ -117,8 +117,8 @@ func (d *decoder) descriptorName(n *yaml.Node, fs []field, where string) (key, v
 // checkDescriptor refuses share_threshold without a wildcard and a
 // descriptor that another at its level already is.
 func (d *decoder) checkDescriptor(n *yaml.Node, s *descriptorSpec, given map[string]*yaml.Node, ctx string, seen map[policy.Entry]bool) error {
-	if s.ShareThreshold && !strings.HasSuffix(s.Value, "*") {
-		return d.errorf(given["share_threshold"], "%s: share_threshold needs a wildcard value (one ending in \"*\")", ctx)
+	if s.ShareThreshold && !strings.Contains(s.Key+s.Value, "*") {
+		return d.errorf(given["share_threshold"], "%s: share_threshold needs a wildcard value (one with a \"*\")", ctx)
 	}
 	entry := policy.Entry{Key: s.Key, Value: s.Value}
 	switch {

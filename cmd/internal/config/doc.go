@@ -29,6 +29,10 @@
 //	    share_threshold: true       # ...and all of them count against one counter
 //	    rate_limit: {unit: minute, requests_per_unit: 100}
 //
+//	  - key: path
+//	    value: /api/*/action        # a "*" anywhere, once or more: /api/x9/action, svc*ep*rpc
+//	    rate_limit: {unit: minute, requests_per_unit: 50}
+//
 //	  - key: tenant
 //	    value: free
 //	    descriptors:                # nested: matches (tenant=free, user=<any>)
@@ -39,8 +43,8 @@
 // The fields of a descriptor: key (required), value, rate_limit, descriptors,
 // shadow_mode, quota_mode (a soft limit: exceeding it is reported, not
 // denied), detailed_metric and value_to_metric (metric names, see
-// [policy.Rule.MetricKey]), share_threshold (only on a wildcard value: every value
-// it matches shares one counter) and metadata (any mapping, handed to the
+// [policy.Rule.MetricKey]), share_threshold (only on a wildcard: every value
+// it matches shares one counter, in its metric name too) and metadata (any mapping, handed to the
 // caller with the rule). The fields of a rate_limit: unit and
 // requests_per_unit, or unlimited: true; name; replaces, a list of {name: n}
 // naming limits this one replaces when both apply to one request. A
@@ -101,8 +105,10 @@
 // # Matching
 //
 // A request's descriptors walk the tree one entry per level, as
-// envoyproxy/ratelimit walks it: key and value, else the first matching
-// wildcard, else key alone, never backtracking; the limits that apply are
+// envoyproxy/ratelimit walks it: key and value, else the first wildcard in
+// file order that the value matches (a "*" stands for any run of
+// characters, the empty one included, wherever it is and however many
+// there are), else key alone, never backtracking; the limits that apply are
 // those of the descriptor the last entry reaches. Package cmd/internal/policy,
 // which does the matching, states the rules in full.
 //

@@ -111,9 +111,33 @@ func TestMatch(t *testing.T) {
 		{"an exact value is not a prefix", "wild", desc("exact_only", "abcd"), "none"},
 		{`"*" alone matches any value`, "wild", desc("any_value", "anything"), "12/1m0s"},
 		{`"*" alone matches the empty value`, "wild", desc("any_value", ""), "12/1m0s"},
-		{"a star inside a value is a literal", "wild", desc("inner_star", "xzy"), "none"},
-		{"...matched as written", "wild", desc("inner_star", "x*y"), "30/1m0s"},
-		{"several stars, not at the end: literal", "wild", desc("many_stars", "abbc"), "none"},
+
+		// wildcards: a "*" anywhere stands for any run of characters
+		{"a star inside a value", "wild", desc("inner_star", "xzy"), "30/1m0s"},
+		{"a star inside a value matches the empty run", "wild", desc("inner_star", "xy"), "30/1m0s"},
+		{"a value equal to a middle pattern", "wild", desc("inner_star", "x*y"), "30/1m0s"},
+		{"the text after the star must end the value", "wild", desc("inner_star", "xy*"), "none"},
+		{"several stars", "wild", desc("many_stars", "abbc"), "14/1m0s"},
+		{"several stars, each empty", "wild", desc("many_stars", "abc"), "14/1m0s"},
+		{"several stars: the parts in order", "wild", desc("many_stars", "acb"), "none"},
+		{"several stars: the last part ends the value", "wild", desc("many_stars", "abcb"), "none"},
+		{"several stars: parts do not overlap", "wild", desc("many_stars", "ab"), "none"},
+		{"a middle wildcard", "wild", desc("api", "/api/x9vdsuu/action"), "21/1m0s"},
+		{"a middle wildcard, empty middle", "wild", desc("api", "/api//action"), "21/1m0s"},
+		{"the middle one listed first wins over the trailing one", "wild", desc("api", "/api/v2/x/action"), "21/1m0s"},
+		{"the trailing one when the middle one does not match", "wild", desc("api", "/api/x/list"), "22/1m0s"},
+		{"...which also takes a value the middle one lacks a part of", "wild", desc("api", "/api/action"), "22/1m0s"},
+		{"an exact value wins over every wildcard", "wild", desc("api", "/api/admin/action"), "24/1m0s"},
+		{"the prefix is literal", "wild", desc("api", "/apix/action"), "none"},
+		{"a trailing wildcard listed first wins over a multi one", "wild", desc("svc", "svc-ep-rpc"), "31/1s"},
+		{"svc*ep*rpc", "wild", desc("rpc", "svcXepYrpc"), "33/1s"},
+		{"svc*ep*rpc with empty runs", "wild", desc("rpc", "svceprpc"), "33/1s"},
+		{"svc*ep*rpc lacks its end", "wild", desc("rpc", "svcep"), "none"},
+		{"svc*ep*rpc lacks a middle part", "wild", desc("rpc", "svc-rpc"), "none"},
+		{"a leading star", "wild", desc("rpc", "svc.ep.rpc.internal"), "34/1s"},
+		{"a leading star: the suffix must end the value", "wild", desc("rpc", "svcepXrpcY"), "none"},
+		{"a shared middle wildcard", "wild", desc("tenant", "t-1-eu"), "35/1m0s"},
+		{"a shared middle wildcard, no match", "wild", desc("tenant", "t-1-us"), "none"},
 		{"nested wildcard", "wild", desc("zone", "north", "host", "web-7"), "30/1m0s"},
 		{"nested wildcard, no match", "wild", desc("zone", "north", "host", "db-1"), "none"},
 		{"the key must match too", "wild", desc("other", "/v1/x"), "none"},
@@ -197,6 +221,9 @@ func TestStateKey(t *testing.T) {
 		{"wild", desc("route", "/v1/orders"), []string{"wild/route=%2Fv1%2Forders"}},
 		{"wild", desc("file", "/files/a.pdf"), []string{"wild/file=%2Ffiles%2F*"}},
 		{"wild", desc("file", "/files/b.csv"), []string{"wild/file=%2Ffiles%2F*"}},
+		{"wild", desc("tenant", "t-1-eu"), []string{"wild/tenant=t-*-eu"}},
+		{"wild", desc("tenant", "t-2-eu"), []string{"wild/tenant=t-*-eu"}},
+		{"wild", desc("api", "/api/a/action"), []string{"wild/api=%2Fapi%2Fa%2Faction"}},
 		{"llm", desc("api_key", "k1"), []string{"llm/api_key=k1#0", "llm/api_key=k1#1"}},
 		{"shop", desc("cart", "a=b#c%d"), []string{"shop/cart=a%3Db%23c%25d"}},
 	}
@@ -264,6 +291,9 @@ func TestMetricKey(t *testing.T) {
 		{"wild", desc("route", "/v1/users"), "wild.route_/v1/*"},
 		{"wild", desc("file", "/files/a.pdf"), "wild.file_/files/*"},
 		{"wild", desc("customer", "acme"), "wild.customer_acme"}, // value_to_metric
+		{"wild", desc("api", "/api/x9vdsuu/action"), "wild.api_/api/*/action"},
+		{"wild", desc("rpc", "svcXepYrpc"), "wild.rpc_svc*ep*rpc"},
+		{"wild", desc("tenant", "t-1-eu"), "wild.tenant_t-*-eu"},
 	}
 	for _, tt := range tests {
 		rules, ok := set.Match(tt.domain, tt.d)
@@ -285,6 +315,7 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 	set := loadValid(t)
 	ds := []policy.Descriptor{
 		desc("cart", "c-1"), desc("region", "eu", "client", "mobile"), desc("route", "/v1/users"), desc("nope", "x"),
+		desc("api", "/api/x9vdsuu/action"), desc("rpc", "svcXepYrpc"), desc("rpc", "svcepXrpcY"),
 	}
 	allocs := testing.AllocsPerRun(100, func() {
 		for _, d := range ds {
@@ -314,5 +345,27 @@ func BenchmarkMatch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		set.Match("shop", d)
+	}
+}
+
+// BenchmarkMatchWildcard measures the wildcard walk: the first wildcard in
+// file order that matches, after the exact lookup has missed.
+func BenchmarkMatchWildcard(b *testing.B) {
+	set := loadValid(b)
+	for _, bc := range []struct {
+		name string
+		d    policy.Descriptor
+	}{
+		{"trailing", desc("route", "/v1/users")},
+		{"middle", desc("api", "/api/x9vdsuu/action")},
+		{"multi", desc("rpc", "svcXepYrpc")},
+		{"none", desc("rpc", "svcepXrpcY")},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				set.Match("wild", bc.d)
+			}
+		})
 	}
 }

@@ -12,8 +12,9 @@ import (
 
 // refNode is a descriptor in a direct transcription of envoyproxy/ratelimit's
 // lookup (src/config/config_impl.go, GetLimit): children in a map keyed by
-// "key" or "key_value", wildcard keys per level in file order, and a limit
-// that applies only when the last entry reaches it.
+// "key" or "key_value", wildcard keys (a "*" anywhere) per level in file
+// order, matched against "key_value", and a limit that applies only when the
+// last entry reaches it.
 type refNode struct {
 	children  map[string]*refNode
 	wildcards []string
@@ -28,7 +29,7 @@ func (n *refNode) get(entries []policy.Entry) int64 {
 		next := m[finalKey]
 		if next == nil {
 			for _, w := range prev.wildcards {
-				if strings.HasPrefix(finalKey, strings.TrimSuffix(w, "*")) {
+				if globRef(w, finalKey) {
 					next = m[w]
 					break
 				}
@@ -48,13 +49,34 @@ func (n *refNode) get(entries []policy.Entry) int64 {
 	return limit
 }
 
+// globRef is the reference for wildcard values: each "*" in pattern stands
+// for any run of characters, tried at every length (slow and plain, unlike
+// the matcher's single pass).
+func globRef(pattern, s string) bool {
+	star := strings.IndexByte(pattern, '*')
+	if star < 0 {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, pattern[:star]) {
+		return false
+	}
+	for rest := s[star:]; ; rest = rest[1:] {
+		if globRef(pattern[star+1:], rest) {
+			return true
+		}
+		if rest == "" {
+			return false
+		}
+	}
+}
+
 // Random trees and requests: Match gives the limit Envoy's lookup gives.
 // Keys have no "_", where Envoy's joined strings could collide (see the
 // package documentation).
 func TestMatchAgainstEnvoyReference(t *testing.T) {
 	keys := []string{"a", "b"}
-	configValues := []string{"", "x", "xy", "x*", "*", "y", "a*b"}
-	requestValues := []string{"", "x", "xy", "xz", "y", "*", "x*", "a*b", "ab"}
+	configValues := []string{"", "x", "xy", "x*", "*", "y", "a*b", "*y", "x*y*z", "*a*", "a**b"}
+	requestValues := []string{"", "x", "xy", "xz", "y", "*", "x*", "a*b", "ab", "axb", "xyz", "xzyz", "xyzy", "ba", "aab"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	nextLimit := int64(0)
 
@@ -87,7 +109,7 @@ func TestMatchAgainstEnvoyReference(t *testing.T) {
 				fmt.Fprintf(yaml, "%s  rate_limit: {unit: second, requests_per_unit: %d}\n", indent, nextLimit)
 			}
 			n.children[finalKey] = child
-			if strings.HasSuffix(finalKey, "*") {
+			if strings.Contains(finalKey, "*") {
 				n.wildcards = append(n.wildcards, finalKey)
 			}
 		}

@@ -15,8 +15,10 @@
 // does. The entries walk the tree one level each. At each level the entry
 // takes, in this order: the descriptor with the same key and value; else the
 // first descriptor, in file order, with the same key and a wildcard value the
-// entry's value starts with; else the descriptor with the same key and no
-// value. The walk never backtracks: when the chosen descriptor has no child
+// entry's value matches (each "*" of a wildcard, at the end, in the middle
+// or several, stands for any run of characters, the empty one included; a
+// trailing wildcard written before a middle one is tried first, whichever
+// is longer); else the descriptor with the same key and no value. The walk never backtracks: when the chosen descriptor has no child
 // for the next entry, nothing applies, even if another branch would have
 // matched. The limits that apply are those of the descriptor reached by the
 // last entry: a request with fewer entries stops above deeper limits, one

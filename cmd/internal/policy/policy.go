@@ -20,8 +20,9 @@ type Policy struct {
 // Node is one descriptor of a domain's tree as written: the input of New.
 type Node struct {
 	// Key is the descriptor's key; Value its value, "" for a key-only
-	// descriptor, ending in "*" for a wildcard that matches every value with
-	// that prefix.
+	// descriptor; a value with "*" in it is a wildcard, each "*" standing
+	// for any run of characters, the empty one included ("/api/*",
+	// "/api/*/action", "svc*ep*rpc").
 	Key, Value string
 	// ShareThreshold makes every value a wildcard matches count against
 	// one counter (see Rule.StateKey).
@@ -40,15 +41,16 @@ type Node struct {
 type level struct {
 	nodes    []*node            // in file order
 	exact    map[Entry]*node    // descriptors with a value, wildcards included (by their literal value)
-	wildcard map[string][]*node // key -> descriptors whose value ends with "*", in file order
+	wildcard map[string][]*node // key -> descriptors whose value has a "*", in file order
 	keyOnly  map[string]*node   // key -> the descriptor with that key and no value
 }
 
 // node is one descriptor.
 type node struct {
 	step
-	rules    []Rule // its limits; nil when it has none
-	children *level // nil when it has none
+	parts    []string // a wildcard's value split at its stars, so that matching does not allocate
+	rules    []Rule   // its limits; nil when it has none
+	children *level   // nil when it has none
 }
 
 // New builds the matcher of one domain's tree, written in file at line. The
@@ -66,8 +68,11 @@ func New(domain, file string, line int, tree []*Node) *Policy {
 func (p *Policy) level(nodes []*Node, parent string, steps []step) *level {
 	l := &level{exact: map[Entry]*node{}, wildcard: map[string][]*node{}, keyOnly: map[string]*node{}}
 	for _, n := range nodes {
-		nd := &node{step: step{key: n.Key, value: n.Value, wildcard: strings.HasSuffix(n.Value, "*"),
+		nd := &node{step: step{key: n.Key, value: n.Value, wildcard: strings.Contains(n.Value, "*"),
 			share: n.ShareThreshold, valueToMetric: n.ValueToMetric}}
+		if nd.wildcard {
+			nd.parts = strings.Split(n.Value, "*")
+		}
 		path := JoinPath(parent, n.Key, n.Value)
 		steps := append(steps[:len(steps):len(steps)], nd.step)
 		for i, r := range n.Rules {
@@ -115,17 +120,39 @@ func JoinPath(parent, key, value string) string {
 }
 
 // lookup finds the descriptor an entry takes at this level: key and value,
-// else the first wildcard whose prefix the value has, else key alone.
+// else the first wildcard in file order that the value matches, wherever
+// its stars are, else key alone.
 func (l *level) lookup(e Entry) *node {
 	if n := l.exact[e]; n != nil {
 		return n
 	}
 	for _, n := range l.wildcard[e.Key] {
-		if strings.HasPrefix(e.Value, n.value[:len(n.value)-1]) {
+		if globMatch(n.parts, e.Value) {
 			return n
 		}
 	}
 	return l.keyOnly[e.Key]
+}
+
+// globMatch reports whether s matches a pattern split at its stars (at
+// least two parts): it starts with the first part, ends with the last, and
+// has the middle ones in order, without overlap, in between. Taking each
+// middle part at its leftmost place is enough: a later place leaves less
+// room for the rest and never more.
+func globMatch(parts []string, s string) bool {
+	first, last := parts[0], parts[len(parts)-1]
+	if len(s) < len(first)+len(last) || !strings.HasPrefix(s, first) || !strings.HasSuffix(s, last) {
+		return false
+	}
+	s = s[len(first) : len(s)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(s, p)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(p):]
+	}
+	return true
 }
 
 // Rules lists every limit of the policy, in file order.

@@ -160,7 +160,7 @@ type Rule struct {
 // matched.
 type step struct {
 	key, value    string // value "" for a key-only descriptor
-	wildcard      bool   // value ends with "*"
+	wildcard      bool   // value has a "*"
 	share         bool   // share_threshold: every matching value shares a counter
 	valueToMetric bool
 }
