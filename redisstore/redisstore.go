@@ -68,6 +68,13 @@ type Config struct {
 	DB       int
 	TLS      *tls.Config
 
+	// Sentinel, when its MasterSet is set, makes Addrs the addresses of
+	// Redis Sentinels: the Limiter asks them for the master of that set and
+	// follows it when they fail over. Username, Password, DB and TLS then
+	// apply to the master; Sentinel's own Username and Password to the
+	// Sentinels, which are reached with the same TLS.
+	Sentinel Sentinel
+
 	// Connections is how many pipelined connections to open per node
 	// (rounded down to a power of two; default 1). Redis runs scripts one at
 	// a time, so one connection carrying every caller's commands, pipelined,
@@ -80,6 +87,15 @@ type Config struct {
 	// what one Redis can decide per second. Default DefaultMaxBatch; 1
 	// sends every request in a call of its own.
 	MaxBatch int
+}
+
+// Sentinel names the master set that Redis Sentinels watch, and how to
+// authenticate to the Sentinels themselves (often not at all: their
+// password is not the master's).
+type Sentinel struct {
+	MasterSet string
+	Username  string
+	Password  string
 }
 
 // Limiter is a floodgate.Limiter on Redis.
@@ -120,6 +136,7 @@ func New(cfg Config) (*Limiter, error) {
 		DisableCache:      true,
 		DisableRetry:      true, // a script that may have run is never sent twice
 		PipelineMultiplex: multiplex(cfg.Connections),
+		Sentinel:          sentinelOption(cfg),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: connecting to %v: %w: %w", cfg.Addrs, floodgate.ErrStoreUnavailable, err)
@@ -140,6 +157,22 @@ func New(cfg Config) (*Limiter, error) {
 		l.slack = "0"
 	}
 	return l, nil
+}
+
+// sentinelOption is rueidis's Sentinel setting: zero (no Sentinel) unless
+// a master set is named.
+func sentinelOption(cfg Config) rueidis.SentinelOption {
+	s := cfg.Sentinel
+	if s.MasterSet == "" {
+		return rueidis.SentinelOption{}
+	}
+	return rueidis.SentinelOption{
+		MasterSet: s.MasterSet,
+		Username:  s.Username,
+		Password:  s.Password,
+		TLSConfig: cfg.TLS,
+		Dialer:    net.Dialer{Timeout: cfg.DialTimeout},
+	}
 }
 
 func withDefaults(cfg Config) Config {

@@ -26,9 +26,12 @@ import (
 
 // Config says where the service counts and how the fleet shares limits.
 type Config struct {
-	// Redis holds the Redis address, or several seeds of a Redis Cluster
-	// (--redis); empty: count in memory.
+	// Redis holds the Redis address, or several seeds of a Redis Cluster,
+	// or the Sentinels' addresses (--redis): each host:port or a
+	// redis:// or rediss:// URL; empty: count in memory.
 	Redis []string
+	// RedisAuth holds the credentials, TLS and Sentinel settings of Redis.
+	RedisAuth RedisAuth
 	// RedisPrefix is the prefix of every Redis key (--redis-prefix).
 	RedisPrefix string
 	// StoreTimeout is the longest a decision waits for Redis
@@ -85,11 +88,15 @@ func openStores(cfg Config, log *slog.Logger) (*Stores, error) {
 		m := floodgate.NewMemory(floodgate.WithMaxKeys(cfg.MaxKeys))
 		return &Stores{name: "memory", memory: m}, nil
 	}
-	redis := strings.Join(cfg.Redis, ",")
+	redis := maskRedis(strings.Join(cfg.Redis, ","))
 	if _, err := failover.ParseMode(string(cfg.FailureMode)); err != nil {
 		return nil, fmt.Errorf("--failure-mode: %w", err)
 	}
-	rs, err := redisstore.New(redisstore.Config{Addrs: cfg.Redis, KeyPrefix: cfg.RedisPrefix, Timeout: cfg.StoreTimeout})
+	rc, err := redisConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := redisstore.New(rc)
 	if err != nil {
 		return nil, fmt.Errorf("--redis %s: %w", redis, err)
 	}

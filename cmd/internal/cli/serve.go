@@ -49,6 +49,7 @@ type serveFlags struct {
 // count and how the fleet shares limits: assemble's Config as flags.
 type storeFlags struct {
 	redis        string
+	redisAuth    assemble.RedisAuth
 	redisPrefix  string
 	failureMode  string
 	storeTimeout time.Duration
@@ -80,7 +81,8 @@ func newServeCmd() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", "", "policy file or directory (default: the built-in example policy)")
-	fl.StringVar(&f.redis, "redis", "", "Redis address, or several seeds of a Redis Cluster, comma-separated (default: count in memory)")
+	fl.StringVar(&f.redis, "redis", "", "Redis address (host:port, redis://[user:password@]host:port[/db], rediss:// for TLS), or several seeds of a Redis Cluster or Sentinels, comma-separated (default: count in memory)")
+	registerRedisAuth(fl, &f.redisAuth)
 	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address")
 	fl.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC listen address")
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token for /admin (empty: the admin API is off)")
@@ -235,7 +237,7 @@ func watchPolicies(ctx context.Context, path string, reload *reloader, log *slog
 // stores is assemble's Config from the flags and the parsed
 // --failure-mode: the Redis addresses are --redis split at its commas.
 func (f storeFlags) stores(defaultMode failover.Mode) assemble.Config {
-	return assemble.Config{Redis: splitAddrs(f.redis), RedisPrefix: f.redisPrefix, StoreTimeout: f.storeTimeout,
+	return assemble.Config{Redis: splitAddrs(f.redis), RedisAuth: f.redisAuth, RedisPrefix: f.redisPrefix, StoreTimeout: f.storeTimeout,
 		FailureMode: defaultMode, MaxKeys: f.maxKeys, Fleet: f.fleet}
 }
 

@@ -1,0 +1,102 @@
+package assemble
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/floodgate-io/floodgate/redisstore"
+)
+
+// redisConfig reads --redis as host:port or a redis:// / rediss:// URL,
+// and merges what a URL says with the flags; a conflict, a malformed
+// address or TLS files without TLS is an error that names the setting
+// and never shows the password.
+func TestRedisConfigReadsAddressesURLsAndFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		redis   []string
+		auth    RedisAuth
+		want    redisstore.Config // Addrs, Username, Password, DB, Sentinel; TLS checked as on/off
+		wantTLS bool
+		wantErr string
+	}{
+		{name: "host:port", redis: []string{"10.0.0.1:6379"},
+			want: redisstore.Config{Addrs: []string{"10.0.0.1:6379"}}},
+		{name: "password in the URL (was: too many colons)", redis: []string{"redis://:secret@10.0.0.1:6379"},
+			want: redisstore.Config{Addrs: []string{"10.0.0.1:6379"}, Password: "secret"}},
+		{name: "user, password and database", redis: []string{"redis://app:s3cr%40t@redis.internal:6380/2"},
+			want: redisstore.Config{Addrs: []string{"redis.internal:6380"}, Username: "app", Password: "s3cr@t", DB: 2}},
+		{name: "rediss is TLS", redis: []string{"rediss://redis.internal:6380"},
+			want: redisstore.Config{Addrs: []string{"redis.internal:6380"}}, wantTLS: true},
+		{name: "cluster seeds as URLs that agree", redis: []string{"redis://:pw@a:1", "redis://:pw@b:2"},
+			want: redisstore.Config{Addrs: []string{"a:1", "b:2"}, Password: "pw"}},
+		{name: "flags", redis: []string{"a:1"}, auth: RedisAuth{Username: "u", Password: "p", TLS: RedisTLS{Enabled: true}},
+			want: redisstore.Config{Addrs: []string{"a:1"}, Username: "u", Password: "p"}, wantTLS: true},
+		{name: "flag and URL that agree", redis: []string{"redis://:p@a:1"}, auth: RedisAuth{Password: "p"},
+			want: redisstore.Config{Addrs: []string{"a:1"}, Password: "p"}},
+		{name: "sentinel", redis: []string{"s1:26379", "s2:26379"},
+			auth: RedisAuth{Password: "m", SentinelMaster: "mymaster", SentinelPassword: "s"},
+			want: redisstore.Config{Addrs: []string{"s1:26379", "s2:26379"}, Password: "m",
+				Sentinel: redisstore.Sentinel{MasterSet: "mymaster", Password: "s"}}},
+
+		{name: "flag and URL that differ", redis: []string{"redis://:secret@a:1"}, auth: RedisAuth{Password: "other"},
+			wantErr: "the URL's password differs from --redis-password"},
+		{name: "URLs that differ", redis: []string{"redis://:secret@a:1", "redis://:other@b:1"},
+			wantErr: "the URLs disagree"},
+		{name: "no port", redis: []string{"redis://:secret@a"}, wantErr: "no port"},
+		{name: "plain address without port", redis: []string{"localhost"}, wantErr: "want host:port"},
+		{name: "unknown scheme", redis: []string{"unix:///tmp/redis.sock"}, wantErr: `scheme "unix"`},
+		{name: "bad database", redis: []string{"redis://:secret@a:1/x"}, wantErr: `database "x"`},
+		{name: "query", redis: []string{"redis://:secret@a:1/0?timeout=1s"}, wantErr: "query or fragment"},
+		{name: "TLS files without TLS", redis: []string{"a:1"}, auth: RedisAuth{TLS: RedisTLS{CA: "ca.pem"}},
+			wantErr: "TLS settings given without TLS"},
+		{name: "missing CA file", redis: []string{"a:1"}, auth: RedisAuth{TLS: RedisTLS{Enabled: true, CA: "/nonexistent/ca.pem"}},
+			wantErr: "--redis-tls-ca"},
+		{name: "cert without key", redis: []string{"a:1"}, auth: RedisAuth{TLS: RedisTLS{Enabled: true, Cert: "c.pem"}},
+			wantErr: "give both or neither"},
+		{name: "sentinel password without master", redis: []string{"a:1"}, auth: RedisAuth{SentinelPassword: "s"},
+			wantErr: "without --redis-sentinel-master"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := redisConfig(Config{Redis: tt.redis, RedisAuth: tt.auth})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), "secret") {
+					t.Fatalf("error %q shows the password", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got.TLS != nil) != tt.wantTLS {
+				t.Errorf("TLS = %v, want on: %v", got.TLS != nil, tt.wantTLS)
+			}
+			got.TLS = nil
+			if strings.Join(got.Addrs, ",") != strings.Join(tt.want.Addrs, ",") || got.Username != tt.want.Username ||
+				got.Password != tt.want.Password || got.DB != tt.want.DB || got.Sentinel != tt.want.Sentinel {
+				t.Errorf("config = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A malformed address is errRedisURL, whatever the detail.
+func TestRedisConfigErrorIsErrRedisURL(t *testing.T) {
+	_, err := redisConfig(Config{Redis: []string{"redis://a"}})
+	if !errors.Is(err, errRedisURL) {
+		t.Fatalf("error = %v, want errRedisURL", err)
+	}
+}
+
+// The store's name, logged at start, hides the password.
+func TestMaskRedis(t *testing.T) {
+	got := maskRedis("redis://app:secret@a:1/2,b:2")
+	if want := "redis://app:xxxxx@a:1/2,b:2"; got != want {
+		t.Fatalf("maskRedis = %q, want %q", got, want)
+	}
+}
