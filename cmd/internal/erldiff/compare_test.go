@@ -2,6 +2,7 @@ package erldiff
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -43,13 +44,21 @@ func compact(m proto.Message) string {
 
 // difference is one field on which the services' answers disagree.
 type difference struct {
-	field    string // e.g. statuses[1].limit_remaining
-	erl, fg  string
-	tolerate string // the deliberate difference that covers it, if any
+	field     string // e.g. statuses[1].limit_remaining
+	erl, fg   string
+	situation string // what envoyproxy/ratelimit saw for the descriptor, for grouping
+	tolerate  string // the deliberate difference that covers it, if any
 }
 
-// cause is the field without its indices: what the summary groups by.
-func (d difference) cause() string { return indexes.ReplaceAllString(d.field, "[]") }
+// cause is the field without its indices and the situation it arose in:
+// what the summary groups by.
+func (d difference) cause() string {
+	c := indexes.ReplaceAllString(d.field, "[]")
+	if d.situation != "" {
+		c += " (" + d.situation + ")"
+	}
+	return c
+}
 
 var indexes = regexp.MustCompile(`\[\d+\]`)
 
@@ -77,7 +86,7 @@ var deliberates = []deliberate{
 // compare lists every field on which the answers differ, marking those a
 // deliberate difference covers.
 func compare(req *rlsv3.RateLimitRequest, erl, fg outcome, headers bool) []difference {
-	diffs := compareOutcomes(erl, fg, headers)
+	diffs := compareOutcomes(req, erl, fg, headers)
 	if len(diffs) == 0 {
 		return nil
 	}
@@ -92,7 +101,7 @@ func compare(req *rlsv3.RateLimitRequest, erl, fg outcome, headers bool) []diffe
 	return diffs
 }
 
-func compareOutcomes(erl, fg outcome, headers bool) []difference {
+func compareOutcomes(req *rlsv3.RateLimitRequest, erl, fg outcome, headers bool) []difference {
 	switch {
 	case erl.err != nil || fg.err != nil:
 		if status.Code(erl.err) == status.Code(fg.err) {
@@ -110,13 +119,46 @@ func compareOutcomes(erl, fg outcome, headers bool) []difference {
 	es, fs := erl.resp.GetStatuses(), fg.resp.GetStatuses()
 	add("len(statuses)", len(es), len(fs))
 	for i := range min(len(es), len(fs)) {
-		out = append(out, compareStatus(fmt.Sprintf("statuses[%d].", i), es[i], fs[i])...)
+		sit := situation(hitsOf(req, i), es[i])
+		for _, d := range compareStatus(fmt.Sprintf("statuses[%d].", i), es[i], fs[i]) {
+			d.situation = sit
+			out = append(out, d)
+		}
 	}
 	if headers {
 		out = append(out, compareHeaders("response_headers_to_add", erl.resp.GetResponseHeadersToAdd(), fg.resp.GetResponseHeadersToAdd())...)
 	}
 	add("len(request_headers_to_add)", len(erl.resp.GetRequestHeadersToAdd()), len(fg.resp.GetRequestHeadersToAdd()))
 	return out
+}
+
+// hitsOf is what descriptor i adds, by envoyproxy/ratelimit's rule: its
+// own hits_addend if set (0 included), else the request's, 0 taken as 1.
+func hitsOf(req *rlsv3.RateLimitRequest, i int) uint64 {
+	if h := req.GetDescriptors()[i].GetHitsAddend(); h != nil {
+		return h.GetValue()
+	}
+	return max(1, uint64(req.GetHitsAddend()))
+}
+
+// situation names the case envoyproxy/ratelimit's answer shows for one
+// descriptor, so that the summary tells causes apart.
+func situation(hits uint64, e *rlsv3.RateLimitResponse_DescriptorStatus) string {
+	switch {
+	case e.GetCurrentLimit() == nil && e.GetLimitRemaining() == math.MaxUint32:
+		return "unlimited"
+	case e.GetCurrentLimit() == nil:
+		return "no limit"
+	case hits == 0:
+		return "hits_addend 0"
+	case e.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+		return "envoyproxy/ratelimit over the limit"
+	case e.GetLimitRemaining() == 0:
+		return "envoyproxy/ratelimit at or over the limit, answered OK (shadow_mode or exactly full)"
+	case hits > uint64(e.GetCurrentLimit().GetRequestsPerUnit()):
+		return "hits above requests_per_unit"
+	}
+	return "under the limit"
 }
 
 func codeOf(o outcome) string {

@@ -139,11 +139,11 @@ func (r *run) scenario(t *testing.T, sc *scenario) {
 	_, fgAddr, fgErr := startFloodgate(t, r.fgBin, dir, r.fgRedis.Addr(), r.headers, r.serveArgs)
 	switch {
 	case errors.Is(erlErr, errConfigRejected) && errors.Is(fgErr, errConfigRejected):
-		t.Logf("both refuse the configuration (the generator should not draw it):\n%s\nenvoyproxy/ratelimit: %v\nfloodgate: %v", sc.yaml(), erlErr, fgErr)
+		t.Logf("both refuse the configuration (the generator should not draw it):\n%s\n%v\n%v", sc.yaml(), erlErr, fgErr)
 		return
 	case errors.Is(erlErr, errConfigRejected) || errors.Is(fgErr, errConfigRejected):
 		r.count("config verdict")
-		t.Errorf("configuration verdicts differ:\n%s\nenvoyproxy/ratelimit: %v\nfloodgate: %v", sc.yaml(), verdict(erlErr), verdict(fgErr))
+		t.Errorf("configuration verdicts differ:\n%s\n%v\n%v", sc.yaml(), verdict("envoyproxy/ratelimit", erlErr), verdict("floodgate", fgErr))
 		return
 	case erlErr != nil || fgErr != nil:
 		t.Fatalf("starting the services: %v", errors.Join(erlErr, fgErr))
@@ -170,9 +170,9 @@ func (r *run) scenario(t *testing.T, sc *scenario) {
 	r.report(t, sc, results)
 }
 
-func verdict(err error) string {
+func verdict(name string, err error) string {
 	if err == nil {
-		return "accepts"
+		return name + " accepts it"
 	}
 	return err.Error()
 }
