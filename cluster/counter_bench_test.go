@@ -7,14 +7,15 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
+	"github.com/floodgate-io/floodgate/cluster/clustertest"
 )
 
 // The fast path of both strategies: a decision in memory on the last
 // global total (synced), and the same plus a shared call for 1 in 100
-// admitted requests (sampled, on a MemoryCounter: no network).
+// admitted requests (sampled, on a clustertest.Counter: no network).
 func BenchmarkCounterStrategies(b *testing.B) {
 	limit := floodgate.Limit{Algorithm: floodgate.SlidingWindow, Rate: 1 << 40, Period: time.Hour}
-	counter, _ := cluster.NewMemoryCounter(floodgate.NewManualClock(counterEpoch))
+	counter, _ := clustertest.NewCounter(floodgate.NewManualClock(counterEpoch))
 	synced, _ := cluster.NewSynced(cluster.SyncedConfig{Counter: counter, Interval: time.Second})
 	sampled, _ := cluster.NewSampled(cluster.SampledConfig{Counter: counter, OneIn: 100})
 	for _, bc := range []struct {

@@ -42,8 +42,9 @@ type RedisCounterConfig struct {
 	// deadline instead (SyncedConfig.Timeout).
 	Timeout time.Duration
 	// Clock, when set, supplies the time of every add instead of the
-	// server's TIME: for tests that compare with a MemoryCounter. Keys then
-	// live ClockSlack longer than their windows need (default 1 minute).
+	// server's TIME: for tests that compare with a clustertest.Counter.
+	// Keys then live ClockSlack longer than their windows need (default 1
+	// minute).
 	Clock      floodgate.Clock
 	ClockSlack time.Duration
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
+	"github.com/floodgate-io/floodgate/cluster/clustertest"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
@@ -71,7 +72,7 @@ func TestRedisCounterAgreesWithMemory(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		run++
 		clock := floodgate.NewManualClock(counterEpoch.Add(time.Duration(rapid.Int64Range(0, 1e6).Draw(t, "start")) * time.Microsecond))
-		mem, _ := cluster.NewMemoryCounter(clock)
+		mem, _ := clustertest.NewCounter(clock)
 		red, err := cluster.NewRedisCounter(cluster.RedisCounterConfig{Client: client, KeyPrefix: fmt.Sprintf("agree%d:", run), Clock: clock, Timeout: time.Second})
 		if err != nil {
 			t.Fatal(err)

@@ -11,15 +11,16 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
+	"github.com/floodgate-io/floodgate/cluster/clustertest"
 )
 
 // counterEpoch is a start time on a whole second, so windows of any period
 // dividing a second start with the run.
 var counterEpoch = time.Unix(1_700_000_000, 0)
 
-func counterNewMemory(t *testing.T, clock floodgate.Clock) *cluster.MemoryCounter {
+func counterNewMemory(t *testing.T, clock floodgate.Clock) *clustertest.Counter {
 	t.Helper()
-	c, err := cluster.NewMemoryCounter(clock)
+	c, err := clustertest.NewCounter(clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestCounterWindowRules(t *testing.T) {
 func TestCounterAddsMergeIdempotently(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		clock := floodgate.NewManualClock(counterEpoch)
-		c, _ := cluster.NewMemoryCounter(clock)
+		c, _ := clustertest.NewCounter(clock)
 		w := counterEpoch.Unix()
 		nodes := []string{"a", "b", "c"}
 		largest := map[[2]int64]int64{} // (node, window) → the largest count sent
@@ -178,21 +179,5 @@ func TestCounterRejectsBadAdds(t *testing.T) {
 	}
 	if r := counterAdd(t, c, cluster.CounterAdd{Key: "ok", Period: time.Second, Node: "n"})[0]; r.Current != 0 {
 		t.Errorf("a rejected batch was applied: %+v", r)
-	}
-}
-
-func TestMemoryCounterOutage(t *testing.T) {
-	c := counterNewMemory(t, floodgate.NewManualClock(counterEpoch))
-	c.SetUnavailable(true)
-	_, err := c.Add(context.Background(), []cluster.CounterAdd{{Key: "k", Period: time.Second, Node: "n", Count: 1}})
-	if !errors.Is(err, floodgate.ErrStoreUnavailable) {
-		t.Fatalf("down: got %v, want ErrStoreUnavailable", err)
-	}
-	c.SetUnavailable(false)
-	if r := counterAdd(t, c, cluster.CounterAdd{Key: "k", Period: time.Second, Node: "n"})[0]; r.Current != 0 {
-		t.Fatalf("an add made while down was applied: %+v", r)
-	}
-	if _, err := cluster.NewMemoryCounter(nil); err == nil || !strings.Contains(err.Error(), "clock") {
-		t.Fatalf("NewMemoryCounter(nil): %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cluster/internal/shared"
 	"github.com/floodgate-io/floodgate/internal/algo"
 )
 
@@ -39,11 +40,11 @@ type counterView struct {
 }
 
 // slot returns the slot of window w, nil when the view holds no such window.
-func (v *counterView) slot(w int64) *counterSlot { return counterAt(v.window, &v.cur, &v.prev, w) }
+func (v *counterView) slot(w int64) *counterSlot { return shared.At(v.window, &v.cur, &v.prev, w) }
 
 // roll moves the view forward to window w (never back). What was counted
 // in a window the view drops is forgotten: nothing decides on it any more.
-func (v *counterView) roll(w int64) { counterRoll(&v.window, &v.cur, &v.prev, w) }
+func (v *counterView) roll(w int64) { shared.Roll(&v.window, &v.cur, &v.prev, w) }
 
 // add returns the add that sends this node's counts of the view's two
 // windows: what it admitted (synced), or its claims (sampled).
@@ -81,7 +82,7 @@ func (v *counterView) settle(r CounterRead, storeWindow int64) {
 // than happened in w, if anything: erring towards denying), and what it
 // knew of the others, for windows the store has not reached, goes.
 func (v *counterView) rebase(w int64) {
-	v.cur = counterSlot{mine: min(v.cur.mine+v.prev.mine, counterMaxCount), claim: min(v.cur.claim+v.prev.claim, counterMaxCount)}
+	v.cur = counterSlot{mine: min(v.cur.mine+v.prev.mine, shared.MaxCount), claim: min(v.cur.claim+v.prev.claim, shared.MaxCount)}
 	v.prev = counterSlot{}
 	v.window, v.used = w, min(v.used, w)
 }

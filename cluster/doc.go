@@ -25,7 +25,9 @@
 // nodes and the shared store through interfaces (Members; Coordinator for
 // leased, Counter for synced and sampled, GossipTransport for gossip), each
 // with a Redis or memberlist implementation and an in-memory one, so that a
-// simulation runs the same code on a virtual clock and network. Windows are
+// simulation runs the same code on a virtual clock and network. The
+// in-memory Counter and Coordinator are in package clustertest, for the
+// tests of a service built on these strategies. Windows are
 // aligned to the shared store's clock (leased, synced, sampled) or to
 // epochs of the limit's period (gossip), never to each node's wall clock.
 //

@@ -2,11 +2,9 @@ package cluster
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cluster/internal/shared"
 )
 
 // Coordinator holds the shared budget of the leased strategy: for every key,
@@ -17,12 +15,13 @@ import (
 //
 // Windows are numbered by the coordinator's own clock: window w covers
 // [w·Period, (w+1)·Period) in microseconds since the Unix epoch, as read by
-// the coordinator (Redis TIME, or the Clock of a MemoryCoordinator). Nodes
-// never compare their own clocks with it; they only measure durations.
+// the coordinator (Redis TIME, or the Clock of a clustertest.Coordinator).
+// Nodes never compare their own clocks with it; they only measure
+// durations.
 //
 // Two implementations give the same answers for the same requests and
-// times: RedisCoordinator (a Lua script per renewal) and MemoryCoordinator
-// (plain Go, for tests and simulations).
+// times: RedisCoordinator (a Lua script per renewal) and
+// clustertest.Coordinator (plain Go, for tests and simulations).
 type Coordinator interface {
 	// Renew reports a node's use of its lease on a key and returns its new
 	// lease. An error wrapping floodgate.ErrStoreUnavailable means the
@@ -108,44 +107,8 @@ type LeaseGrant struct {
 // MaxLeasedRate is the largest Rate the leased strategy serves. The Redis
 // coordinator computes in Lua numbers (doubles), which hold these sums and
 // quotients exactly.
-const MaxLeasedRate = 1 << 40
-
-// leaseMaxSpan bounds Period and Lease so that times in microseconds, and
-// their sums, stay exact in a Lua number.
-const leaseMaxSpan = 366 * 24 * time.Hour
-
-// leaseMaxSeq bounds LeaseRequest.Seq so that a Lua number holds it exactly.
-const leaseMaxSeq = 1<<53 - 1
-
-// leaseMaxNodes bounds LeaseRequest.Nodes (and keeps sums of demands exact).
-const leaseMaxNodes = 1 << 12
+const MaxLeasedRate = shared.MaxLeasedRate
 
 // ErrInvalidLeaseRequest is wrapped by the errors a Coordinator returns for
 // a malformed request (a bug in the caller, never a network problem).
-var ErrInvalidLeaseRequest = errors.New("cluster: invalid lease request")
-
-// leaseCheckRequest validates a request the way both coordinators do.
-func leaseCheckRequest(r LeaseRequest) error {
-	switch {
-	case r.Key == "":
-		return fmt.Errorf("%w: key is empty", ErrInvalidLeaseRequest)
-	case r.Node == "":
-		return fmt.Errorf("%w: node name is empty", ErrInvalidLeaseRequest)
-	case r.Rate <= 0 || r.Rate > MaxLeasedRate:
-		return fmt.Errorf("%w: rate must be in 1..%d, got %d", floodgate.ErrInvalidLimit, int64(MaxLeasedRate), r.Rate)
-	case r.Period < time.Microsecond || r.Period > leaseMaxSpan || r.Period%time.Microsecond != 0:
-		return fmt.Errorf("%w: period must be a whole number of microseconds in 1µs..%s, got %s",
-			floodgate.ErrInvalidLimit, leaseMaxSpan, r.Period)
-	case r.Lease < time.Microsecond || r.Lease > leaseMaxSpan:
-		return fmt.Errorf("%w: lease must be in 1µs..%s, got %s", ErrInvalidLeaseRequest, leaseMaxSpan, r.Lease)
-	case r.Nodes < 1 || r.Nodes > leaseMaxNodes:
-		return fmt.Errorf("%w: nodes must be in 1..%d, got %d", ErrInvalidLeaseRequest, leaseMaxNodes, r.Nodes)
-	case r.Seq < 0 || r.Seq > leaseMaxSeq || r.Answered < 0 || r.Answered > leaseMaxSeq:
-		return fmt.Errorf("%w: seq and answered must be in 0..%d, got %d and %d",
-			ErrInvalidLeaseRequest, int64(leaseMaxSeq), r.Seq, r.Answered)
-	case r.Used < 0 || r.Pinned < 0 || r.Demand < 0:
-		return fmt.Errorf("%w: used, pinned and demand must not be negative, got %d, %d, %d",
-			ErrInvalidLeaseRequest, r.Used, r.Pinned, r.Demand)
-	}
-	return nil
-}
+var ErrInvalidLeaseRequest = shared.ErrInvalidLeaseRequest

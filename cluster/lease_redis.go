@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cluster/internal/shared"
 	"github.com/floodgate-io/floodgate/internal/rediserr"
 )
 
@@ -29,8 +30,9 @@ type RedisCoordinatorConfig struct {
 	// Timeout bounds one renewal, the round trip included (default 50ms).
 	Timeout time.Duration
 	// Clock, when set, supplies the coordinator's time instead of the
-	// server's TIME: for tests that compare it with a MemoryCoordinator.
-	// Hashes then live ClockSlack (default 1 minute) longer than they need.
+	// server's TIME: for tests that compare it with a
+	// clustertest.Coordinator. Hashes then live ClockSlack (default 1
+	// minute) longer than they need.
 	Clock      floodgate.Clock
 	ClockSlack time.Duration
 }
@@ -84,7 +86,7 @@ func leaseOr(d, def time.Duration) time.Duration {
 
 // Renew implements Coordinator.
 func (c *RedisCoordinator) Renew(ctx context.Context, req LeaseRequest) (LeaseGrant, error) {
-	if err := leaseCheckRequest(req); err != nil {
+	if err := shared.CheckLease(shared.LeaseRequest(req)); err != nil {
 		return LeaseGrant{}, err
 	}
 	callCtx, cancel := context.WithTimeout(ctx, c.timeout)

@@ -49,10 +49,7 @@ func TestRedisCoordinatorAgreesWithMemory(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		run++
 		clock := floodgate.NewManualClock(leasedEpoch.Add(time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(rt, "start"))))
-		mem, err := NewMemoryCoordinator(clock)
-		if err != nil {
-			rt.Fatal(err)
-		}
+		mem := leaseNewMemory(clock)
 		red := leaseRedisCoordinator(t, client, fmt.Sprintf("agree%d:", run), clock)
 		rate := rapid.Int64Range(1, 1000).Draw(rt, "rate")
 		periods := []time.Duration{100 * time.Millisecond, time.Second, 1500 * time.Microsecond}
@@ -198,10 +195,7 @@ func TestRedisCoordinatorOnCluster(t *testing.T) {
 	client := leaseRedisClient(t, cluster.Addrs()...)
 	clock := floodgate.NewManualClock(leasedEpoch)
 	red := leaseRedisCoordinator(t, client, "fg:lease:", clock)
-	mem, err := NewMemoryCoordinator(clock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := leaseNewMemory(clock)
 	ctx := context.Background()
 	for step := range 5 {
 		for k := range 30 {

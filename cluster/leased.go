@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cluster/internal/shared"
 	"github.com/floodgate-io/floodgate/internal/memo"
 )
 
@@ -232,9 +233,9 @@ func (l *Leased) checkLimit(limit floodgate.Limit) error {
 		if err := lim.Validate(); err != nil {
 			return false, err
 		}
-		if lim.Rate > MaxLeasedRate || lim.Period > leaseMaxSpan {
+		if lim.Rate > MaxLeasedRate || lim.Period > shared.MaxLeaseSpan {
 			return false, fmt.Errorf("%w: the leased strategy serves rates up to %d and periods up to %s, got %s",
-				floodgate.ErrInvalidLimit, int64(MaxLeasedRate), leaseMaxSpan, lim)
+				floodgate.ErrInvalidLimit, int64(MaxLeasedRate), shared.MaxLeaseSpan, lim)
 		}
 		return true, nil
 	})

@@ -50,12 +50,9 @@ func TestLeasedUnusedQuotaReturns(t *testing.T) {
 	ctx := context.Background()
 	lim := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 100, Period: time.Second}
 	const interval = 100 * time.Millisecond
-	setup := func(t *testing.T) (*floodgate.ManualClock, *MemoryCoordinator, *Leased, *Leased) {
+	setup := func(t *testing.T) (*floodgate.ManualClock, leaseMemory, *Leased, *Leased) {
 		clock := floodgate.NewManualClock(leasedEpoch)
-		mem, err := NewMemoryCoordinator(clock)
-		if err != nil {
-			t.Fatal(err)
-		}
+		mem := leaseNewMemory(clock)
 		node := func(name string) *Leased {
 			l, err := NewLeased(LeasedConfig{Coordinator: mem, Members: StaticMembers{Name: name, Nodes: 2}, Clock: clock, Interval: interval, WaitForRenewals: true})
 			if err != nil {
@@ -325,10 +322,7 @@ func TestLeasedRefusesLimitsItCannotServe(t *testing.T) {
 // TestNewLeasedRefusesBadConfig: each mistake is named.
 func TestNewLeasedRefusesBadConfig(t *testing.T) {
 	clock := floodgate.NewManualClock(leasedEpoch)
-	mem, err := NewMemoryCoordinator(clock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := leaseNewMemory(clock)
 	good := LeasedConfig{Coordinator: mem, Members: StaticMembers{Name: "a", Nodes: 2}, Clock: clock, Interval: time.Second}
 	cases := []struct {
 		name   string
@@ -357,9 +351,6 @@ func TestNewLeasedRefusesBadConfig(t *testing.T) {
 	}
 	if _, err := NewLeased(good); err != nil {
 		t.Errorf("good config: %v", err)
-	}
-	if _, err := NewMemoryCoordinator(nil); err == nil {
-		t.Error("NewMemoryCoordinator(nil) gave no error")
 	}
 }
 
@@ -390,10 +381,7 @@ func TestLeasedSharedCallsPerDecisionFallAsOneOverRateT(t *testing.T) {
 // TestLeasedStartRunsSyncOnATicker: the optional background loop calls
 // Sync every Interval on a real ticker, and Close stops it.
 func TestLeasedStartRunsSyncOnATicker(t *testing.T) {
-	mem, err := NewMemoryCoordinator(floodgate.NewManualClock(leasedEpoch))
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := leaseNewMemory(floodgate.NewManualClock(leasedEpoch))
 	probe := leasedNewProbe(mem, floodgate.NewManualClock(leasedEpoch), time.Second)
 	l, err := NewLeased(LeasedConfig{Coordinator: probe, Members: StaticMembers{Name: "a", Nodes: 1}, Interval: 2 * time.Millisecond})
 	if err != nil {

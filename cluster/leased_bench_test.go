@@ -20,11 +20,7 @@ func BenchmarkLeasedAllowN(b *testing.B) {
 		make func(b *testing.B) Coordinator
 	}{
 		{"memory", func(b *testing.B) Coordinator {
-			mem, err := NewMemoryCoordinator(leasedSystemClock{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			return mem
+			return leaseNewMemory(leasedSystemClock{})
 		}},
 		{"redis", func(b *testing.B) Coordinator {
 			srv := testkit.StartServer(b)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cluster/internal/shared"
 )
 
 // leaseFlight is one renewal in flight. done is closed once its outcome
@@ -173,7 +174,7 @@ func (l *Leased) beginRenewal(e *leasedEntry, key string, limit floodgate.Limit,
 		Window:   e.window,
 		Used:     e.used,
 		Pinned:   pinned,
-		Nodes:    min(max(l.cfg.Members.Count(), 1), leaseMaxNodes),
+		Nodes:    min(max(l.cfg.Members.Count(), 1), shared.MaxLeaseNodes),
 		Demand:   demand,
 		Leaving:  leaving,
 		Seq:      l.seq.Add(1),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cluster/internal/shared"
 )
 
 // leasedEpoch is where the simulations' clocks start: a window boundary of
@@ -75,7 +76,22 @@ func (p *leasedProbe) count() int {
 }
 
 func leasedWindowOf(t time.Time, period time.Duration) int64 {
-	return leaseFloorDiv(t.UnixMicro(), int64(period/time.Microsecond))
+	return shared.WindowOf(t.UnixMicro(), int64(period/time.Microsecond))
+}
+
+// leaseMemory is clustertest.Coordinator for the tests inside this package,
+// which cannot import clustertest (it imports cluster): the same in-memory
+// coordinator, its requests and grants converted to this package's types.
+type leaseMemory struct{ *shared.Coordinator }
+
+func leaseNewMemory(clock floodgate.Clock) leaseMemory {
+	return leaseMemory{shared.NewCoordinator(clock)}
+}
+
+// Renew implements Coordinator.
+func (m leaseMemory) Renew(ctx context.Context, req LeaseRequest) (LeaseGrant, error) {
+	g, err := m.Coordinator.Renew(ctx, shared.LeaseRequest(req))
+	return LeaseGrant(g), err
 }
 
 // leasedSim runs N leased nodes sharing one coordinator on one ManualClock.
@@ -116,11 +132,7 @@ func leasedNewSim(tb testing.TB, cfg leasedSimConfig) *leasedSim {
 	if cfg.coord != nil {
 		inner = cfg.coord(clock)
 	} else {
-		mem, err := NewMemoryCoordinator(clock)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		inner = mem
+		inner = leaseNewMemory(clock)
 	}
 	s := &leasedSim{
 		tb: tb, clock: clock, probe: leasedNewProbe(inner, clock, cfg.limit.Period),

@@ -84,10 +84,7 @@ func TestLeasedNeverOvershootsWhateverTheDelivery(t *testing.T) {
 		interval := period / time.Duration(rapid.IntRange(1, 8).Draw(rt, "intervals_per_period"))
 		limit := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: rate, Period: period}
 		clock := floodgate.NewManualClock(leasedEpoch)
-		mem, err := NewMemoryCoordinator(clock)
-		if err != nil {
-			rt.Fatal(err)
-		}
+		mem := leaseNewMemory(clock)
 		chaos := &leasedChaos{inner: mem, plan: rapid.SliceOfN(rapid.IntRange(0, 7), 0, 300).Draw(rt, "delivery")}
 		var ls []*Leased
 		for i := range nodes {
@@ -211,10 +208,7 @@ func leasedSettle(l *Leased, key string) {
 func TestLeasedSlowCoordinatorIsNotAnOutage(t *testing.T) {
 	ctx := context.Background()
 	clock := floodgate.NewManualClock(leasedEpoch)
-	mem, err := NewMemoryCoordinator(clock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := leaseNewMemory(clock)
 	gate := &leasedGate{inner: mem}
 	lim := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 100, Period: time.Second}
 	const interval = 100 * time.Millisecond
@@ -303,10 +297,7 @@ func TestLeasedUnansweredForOutageAfterIsAnOutage(t *testing.T) {
 		t.Run(fmt.Sprintf("ReportUnavailable=%v", report), func(t *testing.T) {
 			ctx := context.Background()
 			clock := floodgate.NewManualClock(leasedEpoch)
-			mem, err := NewMemoryCoordinator(clock)
-			if err != nil {
-				t.Fatal(err)
-			}
+			mem := leaseNewMemory(clock)
 			gate := &leasedGate{inner: mem}
 			lim := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 100, Period: time.Second}
 			l, err := NewLeased(LeasedConfig{Coordinator: gate, Members: StaticMembers{Name: "a", Nodes: 4}, Clock: clock,
@@ -365,10 +356,7 @@ func TestLeasedUnansweredForOutageAfterIsAnOutage(t *testing.T) {
 // nothing, in both coordinators alike; Seq 0 asks for no order.
 func TestLeaseStaleRenewalChangesNothing(t *testing.T) {
 	clock := floodgate.NewManualClock(leasedEpoch)
-	mem, err := NewMemoryCoordinator(clock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := leaseNewMemory(clock)
 	ctx := context.Background()
 	req := LeaseRequest{Key: "k", Node: "a", Rate: 100, Period: time.Second, Lease: 150 * time.Millisecond,
 		Window: -1, Nodes: 2, Demand: 10}
@@ -425,10 +413,7 @@ func TestLeaseRetriedRenewalIsNotChargedAcrossAWindow(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			mem, err := NewMemoryCoordinator(clock)
-			if err != nil {
-				t.Fatal(err)
-			}
+			mem := leaseNewMemory(clock)
 			first := base
 			first.Window, first.Seq = -1, 1
 			g0, err := mem.Renew(ctx, first) // answered: the node knows window w
@@ -470,10 +455,7 @@ func TestLeasedRetriesALostAnswerUntilOutageAfter(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			clock := floodgate.NewManualClock(leasedEpoch)
-			mem, err := NewMemoryCoordinator(clock)
-			if err != nil {
-				t.Fatal(err)
-			}
+			mem := leaseNewMemory(clock)
 			flaky := &leasedFlaky{inner: mem, failures: 3, err: fmt.Errorf("redis: %w: %w", floodgate.ErrStoreUnavailable, c.failure)}
 			l, err := NewLeased(LeasedConfig{Coordinator: flaky, Members: StaticMembers{Name: "a", Nodes: 1}, Clock: clock,
 				Interval: 10 * time.Millisecond, OutageAfter: time.Hour, ReportUnavailable: true, WaitForRenewals: true})
@@ -584,10 +566,7 @@ func TestLeasedShrunkGrantsAreNeverOverrun(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			clock := floodgate.NewManualClock(leasedEpoch)
-			mem, err := NewMemoryCoordinator(clock)
-			if err != nil {
-				t.Fatal(err)
-			}
+			mem := leaseNewMemory(clock)
 			sw := &leasedSwitch{inner: mem}
 			lim := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 100, Period: time.Second}
 			node := func(name string) *Leased {

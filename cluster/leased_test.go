@@ -134,10 +134,7 @@ func TestLeasedNeverOvershootsOnRandomSchedules(t *testing.T) {
 		interval := period / time.Duration(rapid.IntRange(1, 12).Draw(rt, "windows_per_interval_inverse"))
 		limit := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: rate, Period: period}
 		clock := floodgate.NewManualClock(leasedEpoch.Add(time.Duration(rapid.Int64Range(0, int64(period)).Draw(rt, "start"))))
-		mem, err := NewMemoryCoordinator(clock)
-		if err != nil {
-			rt.Fatal(err)
-		}
+		mem := leaseNewMemory(clock)
 		probe := leasedNewProbe(mem, clock, period)
 		var ls []*Leased
 		for i := range nodes {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cluster/internal/shared"
 	"github.com/floodgate-io/floodgate/internal/algo"
 	"github.com/floodgate-io/floodgate/internal/memo"
 )
@@ -16,7 +17,7 @@ import (
 // SampledConfig configures a Sampled limiter.
 type SampledConfig struct {
 	// Counter holds the global counts: a RedisCounter shared by the
-	// fleet, or a MemoryCounter in tests. Required.
+	// fleet, or a clustertest.Counter in tests. Required.
 	Counter Counter
 	// OneIn is 1/p: each admitted request is pushed to the Counter with
 	// probability p = 1/OneIn, as OneIn × its cost, so the Counter's
@@ -172,7 +173,7 @@ func (s *Sampled) decide(k counterViewKey, v *counterView, p *algo.Params, cost 
 	if v.gone {
 		return d, add, false, false
 	}
-	v.roll(counterWindowOf(now, p.Period))
+	v.roll(shared.WindowOf(now, p.Period))
 	v.used = v.window
 	d = v.decide(p, now, cost)
 	if d.Allowed && cost > 0 && s.sample() {
@@ -185,9 +186,9 @@ func (s *Sampled) decide(k counterViewKey, v *counterView, p *algo.Params, cost 
 // params compiles a limit and checks that OneIn × Rate stays exact.
 func (s *Sampled) params(l floodgate.Limit) (algo.Params, error) {
 	p, err := counterParams("sampled", l)
-	if err == nil && p.Rate > counterMaxCount/s.oneIn {
+	if err == nil && p.Rate > shared.MaxCount/s.oneIn {
 		err = fmt.Errorf("cluster: sampled: %w: rate %d × OneIn %d exceeds %d, the largest exact count",
-			floodgate.ErrInvalidLimit, p.Rate, s.oneIn, int64(counterMaxCount))
+			floodgate.ErrInvalidLimit, p.Rate, s.oneIn, int64(shared.MaxCount))
 	}
 	return p, err
 }
@@ -217,7 +218,7 @@ func (s *Sampled) push(ctx context.Context, v *counterView, add CounterAdd) erro
 	}
 	received := s.clock.Now()
 	s.store.learn(reads[0].Now, sent, received)
-	storeWindow := counterWindowOf(s.store.now(), int64(add.Period/time.Microsecond))
+	storeWindow := shared.WindowOf(s.store.now(), int64(add.Period/time.Microsecond))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.settle(reads[0], storeWindow)
@@ -235,7 +236,7 @@ func (s *Sampled) refresh(ctx context.Context, k counterViewKey, v *counterView)
 		v.mu.Unlock()
 		return nil
 	}
-	v.roll(counterWindowOf(s.store.now(), k.period))
+	v.roll(shared.WindowOf(s.store.now(), k.period))
 	add := v.add(k, s.node, true)
 	v.mu.Unlock()
 	if err := s.push(ctx, v, add); err != nil {
@@ -261,7 +262,7 @@ func (s *Sampled) sweep() {
 	now := s.store.now()
 	for k, v := range s.views.m {
 		v.mu.Lock()
-		if v.used < counterWindowOf(now, k.period)-1 {
+		if v.used < shared.WindowOf(now, k.period)-1 {
 			delete(s.views.m, k)
 			v.gone = true
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
+	"github.com/floodgate-io/floodgate/cluster/clustertest"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
@@ -48,7 +49,7 @@ func TestSampledPushesThatFailCountOnce(t *testing.T) {
 		rate := rapid.Int64Range(20, 200).Draw(t, "rate")
 		const step, period = 10 * time.Millisecond, time.Second
 		clock := floodgate.NewManualClock(counterEpoch)
-		counter, _ := cluster.NewMemoryCounter(clock)
+		counter, _ := clustertest.NewCounter(clock)
 		f := sampledFaultFleet(t, n, oneIn, rapid.Uint64().Draw(t, "seed"), period, counter, clock,
 			func(int) cluster.Counter { return counter }, counterDrawFaults(t))
 		res := f.play(t, "api", counterFaultRun{limit: floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: rate, Period: period},

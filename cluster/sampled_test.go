@@ -277,7 +277,7 @@ func TestSampledOnRedis(t *testing.T) {
 	f := sampledFleet(t, 3, oneIn, 1, counter, clock)
 	run := counterRun{limit: limit, step: 10 * time.Millisecond, steps: 200, perStep: 6, pattern: counterPatterns[0]}
 	res := f.play(t, "api", run)
-	// Same seeds over a MemoryCounter: the very same run.
+	// Same seeds over a clustertest.Counter: the very same run.
 	memClock := floodgate.NewManualClock(counterEpoch)
 	if mem := sampledFleet(t, 3, oneIn, 1, counterNewMemory(t, memClock), memClock).play(t, "api", run); !counterSameWindows(res, mem) {
 		t.Errorf("the fleet on Redis and on memory differ")

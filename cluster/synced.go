@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cluster/internal/shared"
 	"github.com/floodgate-io/floodgate/internal/algo"
 	"github.com/floodgate-io/floodgate/internal/memo"
 )
@@ -17,7 +18,7 @@ import (
 // SyncedConfig configures a Synced limiter.
 type SyncedConfig struct {
 	// Counter holds the global counts: a RedisCounter shared by the
-	// fleet, or a MemoryCounter in tests. Required.
+	// fleet, or a clustertest.Counter in tests. Required.
 	Counter Counter
 	// Interval is T, the time between two sync rounds of the background
 	// loop (Start). Required, above 0.
@@ -178,7 +179,7 @@ func (s *Synced) AllowN(ctx context.Context, key string, limit floodgate.Limit, 
 			v.mu.Unlock()
 			continue
 		}
-		v.roll(counterWindowOf(now, p.Period))
+		v.roll(shared.WindowOf(now, p.Period))
 		v.used = v.window
 		d := v.decide(&p, now, cost)
 		v.mu.Unlock()
@@ -236,7 +237,7 @@ func (s *Synced) Sync(ctx context.Context) error {
 	for i, k := range keys {
 		v := s.view(k.key, k.period)
 		v.mu.Lock()
-		v.settle(reads[i], counterWindowOf(now, k.period))
+		v.settle(reads[i], shared.WindowOf(now, k.period))
 		v.mu.Unlock()
 	}
 	s.lastOK.Store(received.UnixMicro())
@@ -253,7 +254,7 @@ func (s *Synced) prepare() ([]counterViewKey, []CounterAdd) {
 	adds := make([]CounterAdd, 0, len(s.views.m))
 	for k, v := range s.views.m {
 		v.mu.Lock()
-		v.roll(counterWindowOf(now, k.period))
+		v.roll(shared.WindowOf(now, k.period))
 		if v.used < v.window-1 {
 			delete(s.views.m, k)
 			v.gone = true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
+	"github.com/floodgate-io/floodgate/cluster/clustertest"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
@@ -58,7 +59,7 @@ func TestSyncedRoundsThatFailCountOnce(t *testing.T) {
 		rate := rapid.Int64Range(20, 200).Draw(t, "rate")
 		const step, period = 10 * time.Millisecond, time.Second
 		clock := floodgate.NewManualClock(counterEpoch)
-		counter, _ := cluster.NewMemoryCounter(clock)
+		counter, _ := clustertest.NewCounter(clock)
 		f := syncedFaultFleet(t, n, time.Duration(every)*step, period, counter, clock,
 			func(int) cluster.Counter { return counter }, counterDrawFaults(t))
 		res := f.play(t, "api", counterFaultRun{limit: floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: rate, Period: period},

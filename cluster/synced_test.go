@@ -12,6 +12,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
+	"github.com/floodgate-io/floodgate/cluster/clustertest"
 	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
@@ -136,7 +137,7 @@ func TestSyncedAloneDecidesAsMemory(t *testing.T) {
 func checkAloneDecidesAsMemory(t *testing.T, newNode func(*rapid.T, cluster.Counter, floodgate.Clock) (floodgate.Limiter, func())) {
 	rapid.Check(t, func(t *rapid.T) {
 		clock := floodgate.NewManualClock(counterEpoch)
-		counter, _ := cluster.NewMemoryCounter(clock)
+		counter, _ := clustertest.NewCounter(clock)
 		node, beforeEach := newNode(t, counter, clock)
 		mem := floodgate.NewMemory(floodgate.WithClock(clock))
 		limit := floodgate.Limit{

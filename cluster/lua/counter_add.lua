@@ -1,8 +1,8 @@
 -- Merges a node's counts of one key into the key's window counters and
 -- returns the store's view: {now µs, window, current sum, previous sum, the
 -- node's current count, the node's previous count}. The same rules as
--- counterMemoryEntry.merge in counter_memory.go, so RedisCounter and
--- MemoryCounter agree.
+-- counterMemoryEntry.merge in internal/shared/counter_memory.go, so
+-- RedisCounter and the in-memory clustertest.Counter agree.
 --
 -- A node sends its whole count of a window, not an increment, and each
 -- node's count only grows: the store keeps the larger of what it holds and

@@ -1,5 +1,5 @@
 -- One renewal of the leased strategy: the same steps as leaseRenewBook in
--- lease_book.go, on the key's hash, atomically.
+-- internal/shared/lease_book.go, on the key's hash, atomically.
 --
 -- KEYS[1]: the key's hash. Field "p" holds the period (µs); field "n:NODE"
 -- holds "window granted used demand live_until seq wseq" for each node

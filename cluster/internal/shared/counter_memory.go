@@ -1,8 +1,7 @@
-package cluster
+package shared
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,11 +9,12 @@ import (
 	"github.com/floodgate-io/floodgate"
 )
 
-// MemoryCounter is a Counter held in this process, with the semantics of
-// RedisCounter: for tests, and for a simulator that puts a virtual network
-// around it. It is safe for concurrent use, starts no goroutine and reads
-// time only from its Clock, so runs on a ManualClock are deterministic.
-type MemoryCounter struct {
+// Counter is a cluster.Counter held in this process, with the semantics of
+// cluster.RedisCounter: clustertest.Counter, for tests and for a simulator
+// that puts a virtual network around it. It is safe for concurrent use,
+// starts no goroutine and reads time only from its Clock, so runs on a
+// ManualClock are deterministic.
+type Counter struct {
 	clock floodgate.Clock
 
 	mu    sync.Mutex
@@ -34,36 +34,36 @@ type counterMemoryKey struct {
 	period int64
 }
 
-// NewMemoryCounter returns an empty counter whose windows follow clock.
-func NewMemoryCounter(clock floodgate.Clock) (*MemoryCounter, error) {
-	if clock == nil {
-		return nil, errors.New("cluster: NewMemoryCounter needs a clock")
-	}
-	return &MemoryCounter{clock: clock, keys: map[counterMemoryKey]*counterMemoryEntry{}}, nil
+// NewCounter returns an empty counter whose windows follow clock, which
+// must not be nil.
+func NewCounter(clock floodgate.Clock) *Counter {
+	return &Counter{clock: clock, keys: map[counterMemoryKey]*counterMemoryEntry{}}
 }
 
 // SetUnavailable makes every later Add fail with an error wrapping
 // floodgate.ErrStoreUnavailable (down true), or work again (down false): a
 // store outage for tests and simulations.
-func (m *MemoryCounter) SetUnavailable(down bool) {
+func (m *Counter) SetUnavailable(down bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.down = down
 }
 
-// Add implements Counter.
-func (m *MemoryCounter) Add(ctx context.Context, adds []CounterAdd) ([]CounterRead, error) {
+// Add implements cluster.Counter.
+func (m *Counter) Add(ctx context.Context, adds []CounterAdd) ([]CounterRead, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := counterValidateAll(adds); err != nil {
-		return nil, err
+	for i, a := range adds {
+		if err := ValidateAdd(i, a); err != nil {
+			return nil, err
+		}
 	}
 	now := m.clock.Now().UnixMicro()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.down {
-		return nil, fmt.Errorf("cluster: memory counter: %w (set unavailable)", floodgate.ErrStoreUnavailable)
+		return nil, fmt.Errorf("clustertest: counter: %w (set unavailable)", floodgate.ErrStoreUnavailable)
 	}
 	reads := make([]CounterRead, len(adds))
 	for i, a := range adds {
@@ -86,7 +86,7 @@ func (m *MemoryCounter) Add(ctx context.Context, adds []CounterAdd) ([]CounterRe
 // merge applies one add at the store's time now, as lua/counter_add.lua
 // does; gone reports that the key holds nothing any more and goes.
 func (e *counterMemoryEntry) merge(now, period int64, a CounterAdd) (r CounterRead, gone bool) {
-	w := max(counterWindowOf(now, period), e.sums.window)
+	w := max(WindowOf(now, period), e.sums.window)
 	rolled := w > e.sums.window
 	e.sums.roll(w)
 	n, ok := e.nodes[a.Node]
@@ -114,12 +114,12 @@ func (e *counterMemoryEntry) merge(now, period int64, a CounterAdd) (r CounterRe
 
 // sweep drops the keys whose both windows are over, as Redis expires them,
 // once the map has doubled since the last sweep: amortised O(1) per add.
-func (m *MemoryCounter) sweep(now int64) {
+func (m *Counter) sweep(now int64) {
 	if len(m.keys) < 2*max(m.swept, 64) {
 		return
 	}
 	for k, e := range m.keys {
-		if counterWindowOf(now, k.period) > e.sums.window+1 {
+		if WindowOf(now, k.period) > e.sums.window+1 {
 			delete(m.keys, k)
 		}
 	}

@@ -1,4 +1,4 @@
-package cluster
+package shared
 
 import (
 	"slices"
@@ -27,12 +27,12 @@ type leaseRenewal struct {
 
 // leaseRenewBook is the coordinator's decision, a pure function of the
 // key's node records, the request and the coordinator's time in µs. Both
-// coordinators run it: MemoryCoordinator in Go, RedisCoordinator as the
+// coordinators run it: Coordinator in Go, cluster.RedisCoordinator as the
 // same steps in lua/lease_renew.lua.
 func leaseRenewBook(nodes map[string]leaseNode, req LeaseRequest, now int64) leaseRenewal {
 	period := int64(req.Period / time.Microsecond)
 	lease := int64(req.Lease / time.Microsecond)
-	window := leaseFloorDiv(now, period)
+	window := WindowOf(now, period)
 	windowEnd := (window + 1) * period
 	rate := req.Rate
 
@@ -167,14 +167,4 @@ func leaseWaterfill(free int64, demands []int64, mine, nodes int64) int64 {
 		left--
 	}
 	return mine // unreachable: the demands did not fit
-}
-
-// leaseFloorDiv divides rounding toward minus infinity, as window numbers
-// before the epoch need.
-func leaseFloorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }

@@ -1,4 +1,4 @@
-package cluster
+package shared
 
 import (
 	"context"
@@ -63,10 +63,7 @@ func TestLeaseWaterfillNeverSharesMoreThanFree(t *testing.T) {
 
 // TestLeaseCoordinatorRefusesBadRequests: each malformed request is named.
 func TestLeaseCoordinatorRefusesBadRequests(t *testing.T) {
-	mem, err := NewMemoryCoordinator(floodgate.NewManualClock(leasedEpoch))
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := NewCoordinator(floodgate.NewManualClock(time.Unix(1_700_000_000, 0)))
 	good := LeaseRequest{Key: "k", Node: "a", Rate: 10, Period: time.Second, Lease: time.Second, Window: -1, Nodes: 1}
 	cases := []struct {
 		name   string

@@ -1,46 +1,44 @@
-package cluster
+package shared
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/floodgate-io/floodgate"
 )
 
-// MemoryCoordinator is a Coordinator in this process's memory, with the
-// same semantics as RedisCoordinator: for tests, and for simulations that
-// put a virtual network around it. It starts no goroutine and reads time
-// only from its Clock, so it is deterministic under a floodgate.ManualClock.
-// It is safe for concurrent use. It forgets a key only when the key's period
-// changes, so it suits bounded sets of keys.
-type MemoryCoordinator struct {
+// Coordinator is a cluster.Coordinator in this process's memory, with the
+// same semantics as cluster.RedisCoordinator: clustertest.Coordinator, for
+// tests and for simulations that put a virtual network around it. It
+// starts no goroutine and reads time only from its Clock, so it is
+// deterministic under a floodgate.ManualClock. It is safe for concurrent
+// use. It forgets a key only when the key's period changes, so it suits
+// bounded sets of keys.
+type Coordinator struct {
 	clock floodgate.Clock
 	mu    sync.Mutex
 	keys  map[string]*leaseKeyBook
 }
 
-// leaseKeyBook is one key's records in a MemoryCoordinator.
+// leaseKeyBook is one key's records in a Coordinator.
 type leaseKeyBook struct {
 	period time.Duration
 	nodes  map[string]leaseNode
 }
 
-// NewMemoryCoordinator returns an empty coordinator whose windows follow clock.
-func NewMemoryCoordinator(clock floodgate.Clock) (*MemoryCoordinator, error) {
-	if clock == nil {
-		return nil, errors.New("cluster: NewMemoryCoordinator needs a clock")
-	}
-	return &MemoryCoordinator{clock: clock, keys: map[string]*leaseKeyBook{}}, nil
+// NewCoordinator returns an empty coordinator whose windows follow clock,
+// which must not be nil.
+func NewCoordinator(clock floodgate.Clock) *Coordinator {
+	return &Coordinator{clock: clock, keys: map[string]*leaseKeyBook{}}
 }
 
-// Renew implements Coordinator.
-func (c *MemoryCoordinator) Renew(ctx context.Context, req LeaseRequest) (LeaseGrant, error) {
+// Renew implements cluster.Coordinator.
+func (c *Coordinator) Renew(ctx context.Context, req LeaseRequest) (LeaseGrant, error) {
 	if err := ctx.Err(); err != nil {
 		return LeaseGrant{}, err
 	}
-	if err := leaseCheckRequest(req); err != nil {
+	if err := CheckLease(req); err != nil {
 		return LeaseGrant{}, err
 	}
 	c.mu.Lock()
@@ -61,14 +59,14 @@ func (c *MemoryCoordinator) Renew(ctx context.Context, req LeaseRequest) (LeaseG
 // Leased returns the units of the current window (by the coordinator's
 // clock) leased on key to all nodes together: what the no-overshoot
 // invariant bounds by the window's budget.
-func (c *MemoryCoordinator) Leased(key string) int64 {
+func (c *Coordinator) Leased(key string) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	book := c.keys[key]
 	if book == nil {
 		return 0
 	}
-	window := leaseFloorDiv(c.clock.Now().UnixMicro(), int64(book.period/time.Microsecond))
+	window := WindowOf(c.clock.Now().UnixMicro(), int64(book.period/time.Microsecond))
 	var sum int64
 	for _, n := range book.nodes {
 		if n.window == window {

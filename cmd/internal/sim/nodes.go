@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
+	"github.com/floodgate-io/floodgate/cluster/clustertest"
 )
 
 // node is one member of the simulated fleet.
@@ -56,8 +57,8 @@ func (m members) Rank() int {
 // shared is the state every node of one run reaches.
 type shared struct {
 	storeClock  *virtualClock
-	counter     *cluster.MemoryCounter
-	coordinator *cluster.MemoryCoordinator
+	counter     *clustertest.Counter
+	coordinator *clustertest.Coordinator
 	memory      *floodgate.Memory
 }
 
@@ -67,9 +68,9 @@ func (s *simulation) newShared() (shared, error) {
 	var err error
 	switch s.cfg.Strategy {
 	case "synced", "sampled":
-		sh.counter, err = cluster.NewMemoryCounter(sh.storeClock)
+		sh.counter, err = clustertest.NewCounter(sh.storeClock)
 	case "leased":
-		sh.coordinator, err = cluster.NewMemoryCoordinator(sh.storeClock)
+		sh.coordinator, err = clustertest.NewCoordinator(sh.storeClock)
 	case "exact":
 		sh.memory = floodgate.NewMemory(floodgate.WithClock(sh.storeClock))
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
+	"github.com/floodgate-io/floodgate/cluster/clustertest"
 )
 
 // The wrappers below put the simulated network between a node and the real
@@ -16,7 +17,7 @@ import (
 // delayedCounter is a cluster.Counter behind the simulated network.
 type delayedCounter struct {
 	sim   *simulation
-	inner *cluster.MemoryCounter
+	inner *clustertest.Counter
 }
 
 // Add implements cluster.Counter.
@@ -37,7 +38,7 @@ func (d delayedCounter) Add(ctx context.Context, adds []cluster.CounterAdd) ([]c
 // request until the answer, which admits the same units a little later.)
 type delayedCoordinator struct {
 	sim         *simulation
-	inner       *cluster.MemoryCoordinator
+	inner       *clustertest.Coordinator
 	outageAfter time.Duration
 }
 
