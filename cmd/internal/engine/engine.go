@@ -131,6 +131,10 @@ type DescriptorStatus struct {
 	Tightest int
 	// ShadowDenied reports that a shadow-mode limit would have denied.
 	ShadowDenied bool
+	// Unlimited reports that the descriptor reached a descriptor whose
+	// limits are all unlimited: known, and never limited. Envoy's service
+	// answers it apart from a descriptor nothing applies to.
+	Unlimited bool
 }
 
 // Response is the answer for a request.

@@ -23,9 +23,13 @@ type item struct {
 
 // plan is a request turned into items, decided in groups.
 type plan struct {
-	req   Request
-	items []item
+	req       Request
+	items     []item
+	unlimited uint64 // bit i: descriptor i matched an unlimited rule (MaxDescriptors is 64)
 }
+
+// A plan's unlimited bits must cover every descriptor a request may have.
+var _ [64 - MaxDescriptors]struct{}
 
 func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]policy.Rule) *plan {
 	p := &plan{req: req}
@@ -48,6 +52,7 @@ func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]
 		}
 		for _, r := range rules[i] {
 			if r.Unlimited {
+				p.unlimited |= 1 << i
 				continue
 			}
 			c := costOf(&req, d, &r, cost)
@@ -305,7 +310,7 @@ func decideBatch(ctx context.Context, store floodgate.Limiter, items []*item) er
 func (p *plan) response() Response {
 	resp := Response{Code: OK, Descriptors: make([]DescriptorStatus, len(p.req.Descriptors))}
 	for i := range resp.Descriptors {
-		resp.Descriptors[i] = DescriptorStatus{Code: OK, Tightest: -1}
+		resp.Descriptors[i] = DescriptorStatus{Code: OK, Tightest: -1, Unlimited: p.unlimited&(1<<i) != 0}
 	}
 	for _, it := range p.items {
 		ds := &resp.Descriptors[it.desc]
@@ -320,6 +325,7 @@ func (p *plan) response() Response {
 			resp.Code = OverLimit // another descriptor denied: nothing passed
 		}
 		ds.Limits = append(ds.Limits, it.status)
+		ds.Unlimited = false // another of its limits applies
 		if t := ds.Tightest; t < 0 || d.Remaining < ds.Limits[t].Decision.Remaining {
 			ds.Tightest = len(ds.Limits) - 1
 		}

@@ -167,6 +167,9 @@ func (s *Server) toRLS(resp engine.Response) *rlsv3.RateLimitResponse {
 	var quotas []headers.Quota
 	for i, ds := range resp.Descriptors {
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsCode(ds.Code)}
+		if ds.Unlimited {
+			st.LimitRemaining = math.MaxUint32 // Envoy's service: no current_limit, all remaining
+		}
 		if ds.Tightest >= 0 {
 			ls := ds.Limits[ds.Tightest]
 			q := quotaOf(ls)
@@ -176,7 +179,7 @@ func (s *Server) toRLS(resp engine.Response) *rlsv3.RateLimitResponse {
 				Unit:            responseUnits[ls.Limit.Period], // UNKNOWN unless exactly one unit
 			}
 			st.LimitRemaining = clampU32(ls.Decision.Remaining)
-			st.DurationUntilReset = durationpb.New(max(ls.Decision.ResetAfter, 0))
+			st.DurationUntilReset = durationpb.New(untilReset(ls))
 		}
 		for _, ls := range ds.Limits {
 			if !isShadow(ls.Rule) {
@@ -197,6 +200,18 @@ func (s *Server) toRLS(resp engine.Response) *rlsv3.RateLimitResponse {
 		}
 	}
 	return out
+}
+
+// untilReset is a limit's duration_until_reset. A fixed window of whole
+// seconds reports whole seconds, rounded up, as Envoy's service does (it
+// counts in whole seconds: the window's length less the seconds since it
+// began); other limits report the store's own figure.
+func untilReset(ls engine.LimitStatus) time.Duration {
+	d := max(ls.Decision.ResetAfter, 0)
+	if ls.Limit.Algorithm != floodgate.FixedWindow || ls.Limit.Period%time.Second != 0 {
+		return d
+	}
+	return (d + time.Second - 1).Truncate(time.Second)
 }
 
 func rlsCode(c engine.Code) rlsv3.RateLimitResponse_Code {

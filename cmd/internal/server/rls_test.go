@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,18 @@ func TestGRPCDecisions(t *testing.T) {
 				{0, OK, OK, 0, 50 * time.Second},
 				{0, OverLimit, OverLimit, 0, 50 * time.Second},
 				{50 * time.Second, OK, OK, 2, time.Minute},
+			},
+		},
+		{
+			// Envoy's service counts in whole seconds: the window's length
+			// less the whole seconds since it began.
+			name:  "duration_until_reset in whole seconds, rounded up",
+			req:   func() *rlsv3.RateLimitRequest { return rreq(rdesc("user", "eve")) },
+			limit: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: 3, Unit: rlsv3.RateLimitResponse_RateLimit_MINUTE},
+			steps: []step{
+				{2500 * time.Millisecond, OK, OK, 2, 58 * time.Second},
+				{499 * time.Millisecond, OK, OK, 1, 58 * time.Second},
+				{time.Millisecond, OK, OK, 0, 57 * time.Second},
 			},
 		},
 		{
@@ -210,17 +223,27 @@ func TestGRPCZeroAndNegativeHits(t *testing.T) {
 	}
 }
 
+// An unlimited descriptor and one nothing applies to are both OK without a
+// current_limit or a duration_until_reset; as in envoyproxy/ratelimit
+// (src/service/ratelimit.go), the unlimited one has limit_remaining
+// 4294967295, the other 0.
 func TestGRPCUnlimitedAndUnknown(t *testing.T) {
 	h := newHarness(t, setup{})
-	for _, req := range []*rlsv3.RateLimitRequest{
-		rreq(rdesc("path", "/health")),
-		rreq(rdesc("nothing", "here")),
-		{Domain: "elsewhere", Descriptors: []*ratelimitv3.RateLimitDescriptor{rdesc("user", "ann")}},
+	for _, tc := range []struct {
+		name      string
+		req       *rlsv3.RateLimitRequest
+		remaining uint32
+	}{
+		{"unlimited", rreq(rdesc("path", "/health")), math.MaxUint32},
+		{"no descriptor", rreq(rdesc("nothing", "here")), 0},
+		{"unknown domain", &rlsv3.RateLimitRequest{Domain: "elsewhere", Descriptors: []*ratelimitv3.RateLimitDescriptor{rdesc("user", "ann")}}, 0},
 	} {
 		for range 5 {
-			resp := h.should(req)
-			if resp.OverallCode != OK || resp.Statuses[0].Code != OK || resp.Statuses[0].CurrentLimit != nil || len(resp.ResponseHeadersToAdd) != 0 {
-				t.Fatalf("%v: %v", req, resp)
+			resp := h.should(tc.req)
+			st := resp.Statuses[0]
+			if resp.OverallCode != OK || st.Code != OK || st.CurrentLimit != nil || st.DurationUntilReset != nil ||
+				st.LimitRemaining != tc.remaining || len(resp.ResponseHeadersToAdd) != 0 {
+				t.Fatalf("%s: %v, want OK with limit_remaining %d and nothing else", tc.name, resp, tc.remaining)
 			}
 		}
 	}
