@@ -41,8 +41,10 @@
 //	        rate_limit: {unit: hour, requests_per_unit: 1000, name: free_user}
 //
 // The fields of a descriptor: key (required), value, rate_limit, descriptors,
-// shadow_mode, quota_mode (a soft limit: exceeding it is reported, not
-// denied), detailed_metric and value_to_metric (metric names, see
+// shadow_mode, quota_mode (a soft limit: exceeding it marks its descriptor
+// OVER_LIMIT, and an Envoy request is over the limit only when every
+// descriptor with a quota is, as in Envoy's service; elsewhere it is
+// reported, not denied), detailed_metric and value_to_metric (metric names, see
 // [policy.Rule.MetricKey]), share_threshold (only on a wildcard: every value
 // it matches shares one counter, in its metric name too) and metadata (any mapping, handed to the
 // caller with the rule). The fields of a rate_limit: unit and
@@ -50,7 +52,10 @@
 // naming limits this one replaces when both apply to one request. A
 // requests_per_unit of 0 denies every request, as in Envoy ([policy.Rule.DeniesAll]).
 // Week is 7 days, month 30 days and year 365 days, as envoyproxy/ratelimit
-// counts them.
+// counts them. Over Envoy's gRPC API a descriptor that reaches an unlimited
+// limit answers OK with limit_remaining 4294967295 and no current_limit
+// (one nothing applies to: 0), and a fixed window's duration_until_reset is
+// in whole seconds, as Envoy's service gives them.
 //
 // # Floodgate's extensions
 //

@@ -67,8 +67,9 @@ type harness struct {
 }
 
 type setup struct {
-	opts  func(*server.Options)
-	store floodgate.Limiter // the engine's store; default the harness Memory
+	opts   func(*server.Options)
+	store  floodgate.Limiter // the engine's store; default the harness Memory
+	policy string            // the policy YAML; default policy
 }
 
 func newHarness(t *testing.T, s setup) *harness {
@@ -79,7 +80,11 @@ func newHarness(t *testing.T, s setup) *harness {
 	if store == nil {
 		store = h.mem
 	}
-	h.engine = engine.New(servicetest.Policies(t, policy), engine.OneStore{Limiter: store})
+	yaml := policy
+	if s.policy != "" {
+		yaml = s.policy
+	}
+	h.engine = engine.New(servicetest.Policies(t, yaml), engine.OneStore{Limiter: store})
 	opts := server.Options{
 		Engine:     h.engine,
 		Limiter:    h.mem,

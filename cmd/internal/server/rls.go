@@ -165,8 +165,16 @@ func (s *Server) toRLS(resp engine.Response) *rlsv3.RateLimitResponse {
 	}
 	var enforced []floodgate.Decision
 	var quotas []headers.Quota
+	quotaDescs, quotaOver := 0, 0
 	for i, ds := range resp.Descriptors {
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsCode(ds.Code)}
+		if has, over := quotaMode(ds); has {
+			quotaDescs++
+			if over {
+				quotaOver++
+				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+		}
 		if ds.Unlimited {
 			st.LimitRemaining = math.MaxUint32 // Envoy's service: no current_limit, all remaining
 		}
@@ -189,6 +197,9 @@ func (s *Server) toRLS(resp engine.Response) *rlsv3.RateLimitResponse {
 		}
 		out.Statuses[i] = st
 	}
+	if quotaDescs > 0 && quotaOver == quotaDescs {
+		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
 	if s.opts.Headers && len(quotas) > 0 {
 		out.ResponseHeadersToAdd = []*corev3.HeaderValue{
 			{Key: headers.PolicyField, Value: headers.PolicyValue(quotas)},
@@ -200,6 +211,20 @@ func (s *Server) toRLS(resp engine.Response) *rlsv3.RateLimitResponse {
 		}
 	}
 	return out
+}
+
+// quotaMode reports whether a descriptor has a quota_mode limit, and
+// whether one of them is over. As in Envoy's service, such a descriptor
+// reports OVER_LIMIT, and the request is over the limit only when every
+// descriptor with a quota is: the caller may fall through to another quota.
+func quotaMode(ds engine.DescriptorStatus) (has, over bool) {
+	for _, ls := range ds.Limits {
+		if ls.Rule.QuotaMode {
+			has = true
+			over = over || (!ls.Decision.Allowed && ls.Decision.RetryAfter != 0)
+		}
+	}
+	return has, over
 }
 
 // untilReset is a limit's duration_until_reset. A fixed window of whole

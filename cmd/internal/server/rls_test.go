@@ -249,6 +249,47 @@ func TestGRPCUnlimitedAndUnknown(t *testing.T) {
 	}
 }
 
+// quota_mode as envoyproxy/ratelimit has it (src/service/ratelimit.go): a
+// descriptor over its quota reports OVER_LIMIT, and the request is over
+// the limit only when every descriptor with a quota is, whatever the
+// others say.
+func TestGRPCQuotaMode(t *testing.T) {
+	h := newHarness(t, setup{policy: `domain: api
+descriptors:
+  - key: quota
+    value: a
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: quota
+    value: b
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+`})
+	codes := func(resp *rlsv3.RateLimitResponse) string {
+		s := resp.OverallCode.String() + ":"
+		for _, st := range resp.Statuses {
+			s += " " + st.Code.String()
+		}
+		return s
+	}
+	for i, tc := range []struct {
+		req  *rlsv3.RateLimitRequest
+		want string
+	}{
+		{rreq(rdesc("quota", "a"), rdesc("quota", "b")), "OK: OK OK"},
+		{rreq(rdesc("quota", "a"), rdesc("quota", "b")), "OK: OVER_LIMIT OK"}, // b still has quota
+		{rreq(rdesc("quota", "a"), rdesc("quota", "b")), "OVER_LIMIT: OVER_LIMIT OVER_LIMIT"},
+		{rreq(rdesc("user", "u"), rdesc("quota", "a")), "OVER_LIMIT: OK OVER_LIMIT"}, // the only quota is over
+		{rreq(rdesc("user", "u")), "OK: OK"},
+	} {
+		if got := codes(h.should(tc.req)); got != tc.want {
+			t.Errorf("step %d: %s, want %s", i, got, tc.want)
+		}
+	}
+}
+
 func TestGRPCTightestOfSeveralLimits(t *testing.T) {
 	h := newHarness(t, setup{})
 	req := rreq(rdesc("tenant", "acme"))
