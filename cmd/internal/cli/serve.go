@@ -43,6 +43,7 @@ type serveFlags struct {
 	logFormat  string
 	reload     reloadFlags
 	listen     listenFlags
+	compat     compatFlags
 }
 
 // storeFlags are the settings of serve and proxy that say where they
@@ -73,6 +74,9 @@ func newServeCmd() *cobra.Command {
 			"keep shared state in Redis and decide in memory; gossip needs no Redis, only --cluster-bind.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.compat.apply(cmd.Flags(), os.Environ()); err != nil {
+				return err
+			}
 			if err := applyEnv(cmd); err != nil {
 				return err
 			}
@@ -96,6 +100,7 @@ func newServeCmd() *cobra.Command {
 	registerFleet(fl, &f.fleet)
 	f.reload.register(fl)
 	f.listen.register(fl, false)
+	f.compat.register(fl)
 	return cmd
 }
 
@@ -135,6 +140,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	f.compat.report(log)
 	defaultMode, err := failover.ParseMode(f.failureMode)
 	if err != nil {
 		return fmt.Errorf("--failure-mode: %w", err)
