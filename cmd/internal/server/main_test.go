@@ -108,6 +108,7 @@ func newHarness(t *testing.T, s setup) *harness {
 			return h.mem.Reset(ctx, key)
 		},
 		Headers: true,
+		Clock:   h.clock,
 	}
 	if s.opts != nil {
 		s.opts(&opts)

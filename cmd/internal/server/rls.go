@@ -186,8 +186,10 @@ func (s *Server) toRLS(resp engine.Response) *rlsv3.RateLimitResponse {
 				RequestsPerUnit: clampU32(q.Quota),
 				Unit:            responseUnits[ls.Limit.Period], // UNKNOWN unless exactly one unit
 			}
-			st.LimitRemaining = clampU32(ls.Decision.Remaining)
-			st.DurationUntilReset = durationpb.New(untilReset(ls))
+			if ls.Decision.Allowed {
+				st.LimitRemaining = clampU32(ls.Decision.Remaining)
+			} // else 0, as Envoy's service answers a limit it finds over, shadow or not
+			st.DurationUntilReset = durationpb.New(s.untilReset(ls))
 		}
 		for _, ls := range ds.Limits {
 			if !isShadow(ls.Rule) {
@@ -228,15 +230,28 @@ func quotaMode(ds engine.DescriptorStatus) (has, over bool) {
 }
 
 // untilReset is a limit's duration_until_reset. A fixed window of whole
-// seconds reports whole seconds, rounded up, as Envoy's service does (it
-// counts in whole seconds: the window's length less the seconds since it
-// began); other limits report the store's own figure.
-func untilReset(ls engine.LimitStatus) time.Duration {
+// seconds reports what Envoy's service does: the time to the end of the
+// current window in whole seconds (the window's length less the seconds
+// since it began), whatever has been counted in it, so also for a read and
+// for a window nothing has been counted in yet (where the store's
+// ResetAfter is 0). Other limits report the store's own figure.
+func (s *Server) untilReset(ls engine.LimitStatus) time.Duration {
 	d := max(ls.Decision.ResetAfter, 0)
-	if ls.Limit.Algorithm != floodgate.FixedWindow || ls.Limit.Period%time.Second != 0 {
+	p := ls.Limit.Period
+	if ls.Limit.Algorithm != floodgate.FixedWindow || p%time.Second != 0 {
 		return d
 	}
+	if d == 0 { // nothing counted: the window's end by the clock, aligned to the epoch
+		d = p - time.Duration(s.now().UnixNano()%int64(p))
+	}
 	return (d + time.Second - 1).Truncate(time.Second)
+}
+
+func (s *Server) now() time.Time {
+	if s.opts.Clock != nil {
+		return s.opts.Clock.Now()
+	}
+	return time.Now()
 }
 
 func rlsCode(c engine.Code) rlsv3.RateLimitResponse_Code {

@@ -98,7 +98,7 @@ func TestGRPCDecisions(t *testing.T) {
 			limit: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: 3, Unit: rlsv3.RateLimitResponse_RateLimit_MINUTE},
 			steps: []step{
 				{0, OK, OK, 1, time.Minute},
-				{0, OverLimit, OverLimit, 1, time.Minute},
+				{0, OverLimit, OverLimit, 0, time.Minute}, // over: 0 remaining, as Envoy's service answers
 			},
 		},
 		{
@@ -213,8 +213,8 @@ func TestGRPCZeroAndNegativeHits(t *testing.T) {
 		{with(1, false), OverLimit, 0},
 		{with(2, true), OK, 2},
 		{with(1, false), OK, 1},
-		{with(9, true), OK, 3}, // back to full, not beyond
-		{with(4, false), OverLimit, 3},
+		{with(9, true), OK, 3},         // back to full, not beyond
+		{with(4, false), OverLimit, 0}, // more than the quota: over, and 0 remaining as Envoy's service answers
 	} {
 		resp := h.should(s.req)
 		if st := resp.Statuses[0]; resp.OverallCode != s.code || st.Code != s.code || st.LimitRemaining != s.remaining {
@@ -459,6 +459,32 @@ func TestGRPCBadInput(t *testing.T) {
 			st := status.Convert(err)
 			if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), tc.want) {
 				t.Fatalf("got %v %q, want InvalidArgument naming %q", st.Code(), st.Message(), tc.want)
+			}
+		})
+	}
+}
+
+// Envoy's service reports duration_until_reset as the time to the end of
+// the fixed window whatever was counted in it: also for a read of a key
+// nothing has counted yet, and for a request larger than the whole quota,
+// where the store has nothing to reset.
+func TestGRPCResetOfAnEmptyWindow(t *testing.T) {
+	h := newHarness(t, setup{})
+	h.clock.Advance(21*time.Second + 300*time.Millisecond) // 21.3 s into the minute
+	for _, tc := range []struct {
+		name string
+		hits uint64
+		code rlsv3.RateLimitResponse_Code
+	}{
+		{"a read of a fresh key", 0, OK},
+		{"more than the quota", 9, OverLimit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := rdesc("user", "erin-"+tc.name)
+			d.HitsAddend = wrapperspb.UInt64(tc.hits)
+			st := h.should(rreq(d)).Statuses[0]
+			if st.Code != tc.code || st.GetDurationUntilReset().AsDuration() != 39*time.Second {
+				t.Fatalf("%v reset after %v, want %v and 39s (the minute's end, in whole seconds)", st.Code, st.GetDurationUntilReset().AsDuration(), tc.code)
 			}
 		})
 	}

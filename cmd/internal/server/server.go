@@ -68,6 +68,10 @@ type Options struct {
 	AtomicRLS bool
 	// MaxBodyBytes bounds request bodies and gRPC messages (default 1 MiB).
 	MaxBodyBytes int64
+	// Clock is the time Envoy's duration_until_reset is measured on when
+	// nothing has been counted in a window yet; nil is the system clock.
+	// Give the stores' clock in tests.
+	Clock floodgate.Clock
 	// Listen bounds the connections of both listeners and the drain of
 	// Serve; nil is listen.Defaults() (no grace period).
 	Listen *listen.Options
