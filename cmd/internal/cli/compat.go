@@ -248,8 +248,13 @@ func (e *envoyEnv) decisions() {
 	if e.boolean("QUOTA_MODE", false) {
 		e.refuse("QUOTA_MODE", "true", "Floodgate has no global quota mode: set quota_mode: true on the descriptors instead")
 	}
+	// envoyproxy/ratelimit counts every hit, denied or not, unless told to
+	// stop counting once a request is over the limit: then a denied request
+	// counts against none of its descriptors, which --atomic does.
 	if e.boolean("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false) {
 		e.set("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "atomic", "true")
+	} else {
+		e.set("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "count-denied-hits", "true")
 	}
 	if e.boolean("LIMIT_RESPONSE_HEADERS_ENABLED", false) {
 		e.refuse("LIMIT_RESPONSE_HEADERS_ENABLED", "true", "this build of Floodgate sends RateLimit-Policy and RateLimit (--headers), not envoyproxy/ratelimit's headers; "+

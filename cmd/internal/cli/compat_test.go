@@ -21,7 +21,7 @@ func compatServe(t *testing.T, environ []string, args ...string) (map[string]str
 	values := map[string]string{}
 	for _, name := range []string{"http", "grpc", "config", "redis", "redis-username", "redis-password", "redis-tls", "redis-tls-ca",
 		"redis-tls-cert", "redis-tls-key", "redis-tls-skip-hostname-verification", "redis-sentinel-master", "redis-sentinel-username",
-		"redis-sentinel-password", "redis-prefix", "log-format", "headers", "atomic", "allow-empty-config"} {
+		"redis-sentinel-password", "redis-prefix", "log-format", "headers", "atomic", "count-denied-hits", "allow-empty-config"} {
 		values[name] = cmd.Flags().Lookup(name).Value.String()
 	}
 	return values, c.notes, err
@@ -43,7 +43,8 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 	}{
 		{name: "its defaults", env: tcpRedis, want: map[string]string{
 			"http": "0.0.0.0:8080", "grpc": "0.0.0.0:8081", "config": "/srv/runtime_data/current/config",
-			"redis": "10.0.0.5:6379", "log-format": "text", "headers": "false", "atomic": "false", "redis-prefix": "floodgate:"}},
+			"redis": "10.0.0.5:6379", "log-format": "text", "headers": "false", "atomic": "false", "count-denied-hits": "true",
+			"redis-prefix": "floodgate:"}},
 		{name: "listeners", env: append([]string{"HOST=127.0.0.1", "PORT=9080", "GRPC_HOST=::1", "GRPC_PORT=9081"}, tcpRedis...),
 			want: map[string]string{"http": "127.0.0.1:9080", "grpc": "[::1]:9081"}},
 		{name: "runtime directories", env: append([]string{"RUNTIME_ROOT=/data", "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=conf"}, tcpRedis...),
@@ -68,7 +69,7 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 		{name: "json logs", env: append([]string{"LOG_FORMAT=JSON"}, tcpRedis...), want: map[string]string{"log-format": "json"}},
 		{name: "anything else is text, as there", env: append([]string{"LOG_FORMAT=logfmt"}, tcpRedis...), want: map[string]string{"log-format": "text"}},
 		{name: "no increment over the limit", env: append([]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true"}, tcpRedis...),
-			want: map[string]string{"atomic": "true"}},
+			want: map[string]string{"atomic": "true", "count-denied-hits": "false"}},
 		{name: "start without a config", env: append([]string{"FORCE_START_WITHOUT_INITIAL_CONFIG=1"}, tcpRedis...),
 			want: map[string]string{"allow-empty-config": "true"}},
 		{name: "shadow and quota mode off", env: append([]string{"SHADOW_MODE=false", "QUOTA_MODE=false"}, tcpRedis...), want: map[string]string{}},

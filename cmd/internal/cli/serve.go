@@ -34,16 +34,17 @@ var defaultPolicy []byte
 // serveFlags are serve's settings; each flag has an environment variable.
 type serveFlags struct {
 	storeFlags
-	config     string
-	httpAddr   string
-	grpcAddr   string
-	adminToken string
-	headers    bool
-	atomic     bool
-	logFormat  string
-	reload     reloadFlags
-	listen     listenFlags
-	compat     compatFlags
+	config      string
+	httpAddr    string
+	grpcAddr    string
+	adminToken  string
+	headers     bool
+	atomic      bool
+	countDenied bool
+	logFormat   string
+	reload      reloadFlags
+	listen      listenFlags
+	compat      compatFlags
 }
 
 // storeFlags are the settings of serve and proxy that say where they
@@ -95,6 +96,7 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.redisPrefix, "redis-prefix", "floodgate:", "prefix of every Redis key")
 	fl.BoolVar(&f.headers, "headers", true, "add RateLimit-Policy and RateLimit to Envoy's response_headers_to_add")
 	fl.BoolVar(&f.atomic, "atomic", false, "decide all descriptors of an Envoy request all or nothing (default: each on its own, as Envoy's service does)")
+	fl.BoolVar(&f.countDenied, "count-denied-hits", false, "on the Envoy surfaces (gRPC, /json), count the hits a limit denies too, as Envoy's service does: once a request is denied, a smaller one later in the window is denied too (memory and Redis stores)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory by the memory store and the strategies' local state; past it the least recently used key is forgotten (0: unbounded)")
 	registerFleet(fl, &f.fleet)
@@ -161,17 +163,18 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	reload := &reloader{path: f.config, flags: f.reload, holder: eng, check: st.Check,
 		counted: m.ConfigReload, log: log, after: time.After}
 	srv := server.New(server.Options{
-		Engine:     eng,
-		Limiter:    st.Default(), // requests with an explicit limit follow --strategy too
-		Metrics:    m,
-		Logger:     log,
-		Ready:      st.Ready,
-		AdminToken: f.adminToken,
-		Reload:     reload.explicit,
-		Reset:      st.Reset,
-		Headers:    f.headers,
-		AtomicRLS:  f.atomic,
-		Listen:     f.listen.options(),
+		Engine:          eng,
+		Limiter:         st.Default(), // requests with an explicit limit follow --strategy too
+		Metrics:         m,
+		Logger:          log,
+		Ready:           st.Ready,
+		AdminToken:      f.adminToken,
+		Reload:          reload.explicit,
+		Reset:           st.Reset,
+		Headers:         f.headers,
+		AtomicRLS:       f.atomic,
+		CountDeniedHits: f.countDenied,
+		Listen:          f.listen.options(),
 	})
 	httpLn, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {

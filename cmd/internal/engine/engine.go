@@ -101,6 +101,14 @@ type Request struct {
 	// stop the others from counting). The limits of one descriptor are
 	// always all or nothing.
 	Atomic bool
+	// CountDenied charges the hits a limit denied to that limit anyway,
+	// past it, as Envoy's reference service counts every hit it is asked
+	// about (it increments before it compares): once a request has been
+	// denied, a later smaller one in the same window is denied too. Only
+	// stores that can adjust (floodgate.Adjuster: memory, Redis) count
+	// them; the charge is best effort, after the decision, and a store
+	// that cannot take it leaves the count as the decision left it.
+	CountDenied bool
 	// Costs gives limits costs of their own by name, for every descriptor
 	// that has a limit of that name; a descriptor's own Costs win. Unlike a
 	// descriptor's, a name no limit of the request has is ignored: a route

@@ -166,6 +166,9 @@ func (p *plan) run(ctx context.Context, stores Stores) error {
 		if err := decideGroup(ctx, stores, g); err != nil {
 			return err
 		}
+		if p.req.CountDenied {
+			chargeDenied(ctx, stores, g)
+		}
 	}
 	for i := range p.items {
 		if it := &p.items[i]; it.adjust != 0 {
@@ -175,6 +178,21 @@ func (p *plan) run(ctx context.Context, stores Stores) error {
 		}
 	}
 	return nil
+}
+
+// chargeDenied counts the hits of the items whose limits were asked and
+// denied them (Request.CountDenied). The decisions stand as made: the
+// charge only moves the counts the next requests see, so a store that
+// fails it (unavailable, or unable to adjust) changes no answer.
+func chargeDenied(ctx context.Context, stores Stores, items []*item) {
+	for _, it := range items {
+		if it.status.Decision.Allowed || it.cost <= 0 {
+			continue
+		}
+		if a, ok := stores.For(it.status.Rule).(floodgate.Adjuster); ok {
+			_ = a.Adjust(ctx, it.status.Key, it.status.Limit, it.cost)
+		}
+	}
 }
 
 // adjustOf is how a descriptor moves its limits' counts: −1 refunds, +1

@@ -245,7 +245,10 @@ var fgServing = regexp.MustCompile(`floodgate serving"? http=(\S+) grpc=(\S+)`)
 // configuration it refuses is errConfigRejected with its log.
 func startFloodgate(t *testing.T, bin, dir, redisAddr string, headers bool, extra []string) (*process, string, error) {
 	t.Helper()
-	args := append([]string{"serve", "--config", dir, "--redis", redisAddr,
+	// --count-denied-hits: envoyproxy/ratelimit counts every hit, denied or
+	// not, by default; the drop-in configuration (--compat envoy-ratelimit
+	// sets it) is the one compared.
+	args := append([]string{"serve", "--config", dir, "--redis", redisAddr, "--count-denied-hits",
 		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--headers=" + strconv.FormatBool(headers)}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = childEnv()

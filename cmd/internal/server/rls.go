@@ -37,6 +37,7 @@ func (r rlsService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 // shouldRateLimit answers an Envoy request; its errors are gRPC statuses.
 func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	ereq, err := fromRLS(req, s.opts.AtomicRLS)
+	ereq.CountDenied = s.opts.CountDeniedHits
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, excerpt.Message(err.Error()))
 	}
@@ -223,7 +224,9 @@ func quotaMode(ds engine.DescriptorStatus) (has, over bool) {
 	for _, ls := range ds.Limits {
 		if ls.Rule.QuotaMode {
 			has = true
-			over = over || (!ls.Decision.Allowed && ls.Decision.RetryAfter != 0)
+			// shadow_mode wins: Envoy's service answers a shadow limit OK
+			// before it looks at quotas
+			over = over || (!ls.Decision.Allowed && ls.Decision.RetryAfter != 0 && !ls.Rule.ShadowMode)
 		}
 	}
 	return has, over

@@ -266,6 +266,11 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 2}
   - key: user
     rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: quota
+    value: shadow
+    quota_mode: true
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
 `})
 	codes := func(resp *rlsv3.RateLimitResponse) string {
 		s := resp.OverallCode.String() + ":"
@@ -283,6 +288,7 @@ descriptors:
 		{rreq(rdesc("quota", "a"), rdesc("quota", "b")), "OVER_LIMIT: OVER_LIMIT OVER_LIMIT"},
 		{rreq(rdesc("user", "u"), rdesc("quota", "a")), "OVER_LIMIT: OK OVER_LIMIT"}, // the only quota is over
 		{rreq(rdesc("user", "u")), "OK: OK"},
+		{rreq(rdesc("quota", "shadow"), rdesc("quota", "shadow")), "OK: OK OK"}, // shadow_mode wins over quota_mode
 	} {
 		if got := codes(h.should(tc.req)); got != tc.want {
 			t.Errorf("step %d: %s, want %s", i, got, tc.want)
@@ -485,6 +491,31 @@ func TestGRPCResetOfAnEmptyWindow(t *testing.T) {
 			st := h.should(rreq(d)).Statuses[0]
 			if st.Code != tc.code || st.GetDurationUntilReset().AsDuration() != 39*time.Second {
 				t.Fatalf("%v reset after %v, want %v and 39s (the minute's end, in whole seconds)", st.Code, st.GetDurationUntilReset().AsDuration(), tc.code)
+			}
+		})
+	}
+}
+
+// With CountDeniedHits the Envoy surfaces count what a limit denies, as
+// Envoy's service does: after a denial a smaller request in the same window
+// is denied too, where Floodgate alone would admit it.
+func TestGRPCCountDeniedHits(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		count bool
+		want  []rlsv3.RateLimitResponse_Code // hits 2, 2, 1, then a read
+	}{
+		{"Floodgate's own: a denial takes nothing", false, []rlsv3.RateLimitResponse_Code{OK, OverLimit, OK, OK}},
+		{"as Envoy's service: a denial counts", true, []rlsv3.RateLimitResponse_Code{OK, OverLimit, OverLimit, OverLimit}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, setup{opts: func(o *server.Options) { o.CountDeniedHits = tc.count }})
+			for i, hits := range []uint64{2, 2, 1, 0} {
+				d := rdesc("user", "fay")
+				d.HitsAddend = wrapperspb.UInt64(hits)
+				if got := h.should(rreq(d)).Statuses[0].Code; got != tc.want[i] {
+					t.Fatalf("request %d (hits %d): %v, want %v", i, hits, got, tc.want[i])
+				}
 			}
 		})
 	}

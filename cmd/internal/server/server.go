@@ -66,6 +66,10 @@ type Options struct {
 	// or nothing across descriptors; false decides each descriptor on its
 	// own, as Envoy's reference service does.
 	AtomicRLS bool
+	// CountDeniedHits makes the Envoy surfaces (gRPC, /json) count the hits
+	// a limit denies, as Envoy's reference service does
+	// (engine.Request.CountDenied); /v1/allow never does.
+	CountDeniedHits bool
 	// MaxBodyBytes bounds request bodies and gRPC messages (default 1 MiB).
 	MaxBodyBytes int64
 	// Clock is the time Envoy's duration_until_reset is measured on when
