@@ -34,6 +34,9 @@ func TestConfigCheck(t *testing.T) {
 	bad := dir + "/bad.yaml"
 	os.WriteFile(good, []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 5}\n"), 0o644)
 	os.WriteFile(bad, []byte("domain: web\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 5}\n"), 0o644)
+	// a second file of the domain "api", joined to good.yaml only with --merge-domains
+	more := dir + "/more.yaml"
+	os.WriteFile(more, []byte("domain: api\ndescriptors:\n  - key: ip\n    rate_limit: {unit: second, requests_per_unit: 9}\n"), 0o644)
 	tests := []struct {
 		args     []string
 		code     int
@@ -43,6 +46,8 @@ func TestConfigCheck(t *testing.T) {
 		{[]string{"config", "check", bad}, 1, "bad.yaml:4"},
 		{[]string{"config", "check", good, bad}, 1, "fortnight"},
 		{[]string{"config", "check"}, 1, "requires at least 1 arg"},
+		{[]string{"config", "check", good, more}, 1, `domain "api" is already defined in`},
+		{[]string{"config", "check", "--merge-domains", good, more}, 0, `domain "api": 2 limits`},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer

@@ -231,7 +231,7 @@ func (e *envoyEnv) configSource() {
 		e.ignore("Floodgate never loads dot files, and reads only *.yaml and *.yml", "RUNTIME_IGNOREDOTFILES")
 	}
 	if e.boolean("MERGE_DOMAIN_CONFIG", false) {
-		e.refuse("MERGE_DOMAIN_CONFIG", "true", "this build of Floodgate does not merge one domain's files: a domain defined twice is an error")
+		e.set("MERGE_DOMAIN_CONFIG", "merge-domains", "true")
 	}
 	if e.boolean("FORCE_START_WITHOUT_INITIAL_CONFIG", false) {
 		e.set("FORCE_START_WITHOUT_INITIAL_CONFIG", "allow-empty-config", "true")

@@ -13,7 +13,8 @@ func newConfigCmd() *cobra.Command {
 		Use:   "config",
 		Short: "Work with policy configuration files",
 	}
-	cmd.AddCommand(&cobra.Command{
+	var merge bool
+	check := &cobra.Command{
 		Use:   "check PATH...",
 		Short: "Validate policy files or directories; exit non-zero on any error",
 		Long: "Loads every file (or every *.yaml / *.yml in each directory) as the service would,\n" +
@@ -21,7 +22,10 @@ func newConfigCmd() *cobra.Command {
 			"Paths that hold no policy file at all (an empty directory) are an error, as they are for serve and proxy.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
-			set, err := config.LoadFiles(paths...)
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			set, err := config.ReadFiles(paths...).ParseWith(config.Options{MergeDomains: merge})
 			if err != nil {
 				return err
 			}
@@ -31,6 +35,8 @@ func newConfigCmd() *cobra.Command {
 			}
 			return nil
 		},
-	})
+	}
+	registerMerge(check.Flags(), &merge)
+	cmd.AddCommand(check)
 	return cmd
 }

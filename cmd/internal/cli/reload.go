@@ -23,6 +23,7 @@ import (
 type reloadFlags struct {
 	allowEmpty  bool // --allow-empty-config
 	allowShrink bool // --config-allow-shrink
+	merge       bool // --merge-domains
 }
 
 func (f *reloadFlags) register(fl *pflag.FlagSet) {
@@ -32,12 +33,22 @@ func (f *reloadFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.allowShrink, "config-allow-shrink", false,
 		"apply a change seen in the --config files even when it drops domains or limits; "+
 			"without it such a change is held back until SIGHUP or POST /admin/reload")
+	registerMerge(fl, &f.merge)
+}
+
+// registerMerge registers --merge-domains, which serve, proxy and config
+// check share so that a check gives the verdict the service would.
+func registerMerge(fl *pflag.FlagSet, merge *bool) {
+	fl.BoolVar(merge, "merge-domains", false,
+		"join the --config files that name the same domain into one domain, as envoyproxy/ratelimit's "+
+			"MERGE_DOMAIN_CONFIG=true does; a top-level descriptor defined in two of them is still an error. "+
+			"Without it a domain named by two files is an error")
 }
 
 // parse builds the Set of files read from path, refusing one that holds
 // no policy unless --allow-empty-config allows it.
 func (f reloadFlags) parse(files *config.Files) (*policy.Set, error) {
-	set, err := files.Parse()
+	set, err := files.ParseWith(config.Options{MergeDomains: f.merge})
 	switch {
 	case err == nil:
 		return set, nil

@@ -97,16 +97,25 @@ func ReadFiles(paths ...string) *Files {
 }
 
 // Parse builds the Set of the files read.
-func (f *Files) Parse() (*policy.Set, error) {
+func (f *Files) Parse() (*policy.Set, error) { return f.ParseWith(Options{}) }
+
+// ParseWith builds the Set of the files read as o says.
+func (f *Files) ParseWith(o Options) (*policy.Set, error) {
 	errs := slices.Clone(f.errs)
 	var policies []*policy.Policy
-	for _, file := range f.files {
-		p, err := Parse(file.path, file.data)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	if o.MergeDomains {
+		var perrs []error
+		policies, perrs = parseMerged(f.files)
+		errs = append(errs, perrs...)
+	} else {
+		for _, file := range f.files {
+			p, err := Parse(file.path, file.data)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			policies = append(policies, p)
 		}
-		policies = append(policies, p)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

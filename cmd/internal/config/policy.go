@@ -111,7 +111,11 @@ func (d *decoder) document(doc *yaml.Node) (document, error) {
 
 // build makes the policy of a document, reading its routes against it.
 func (d *decoder) build(f document) (*policy.Policy, error) {
-	p := policy.New(f.domain, d.file, f.domainLine, f.tree)
+	return d.addRoutes(f, policy.New(f.domain, d.file, f.domainLine, f.tree))
+}
+
+// addRoutes reads the routes of f, if it has any, against p.
+func (d *decoder) addRoutes(f document, p *policy.Policy) (*policy.Policy, error) {
 	switch {
 	case f.routes != nil:
 		return d.routes(f.routes, f.trusted, p)

@@ -31,7 +31,7 @@ type Node struct {
 	// Rule.MetricKey).
 	ValueToMetric bool
 	// Rules are the descriptor's limits; New fills in their Domain, Path,
-	// Index, Count and File.
+	// Index, Count and, unless a rule already has one, File.
 	Rules []Rule
 	// Children are the descriptors one level down.
 	Children []*Node
@@ -76,7 +76,10 @@ func (p *Policy) level(nodes []*Node, parent string, steps []step) *level {
 		path := JoinPath(parent, n.Key, n.Value)
 		steps := append(steps[:len(steps):len(steps)], nd.step)
 		for i, r := range n.Rules {
-			r.Domain, r.Path, r.File = p.Domain, p.Domain+"."+path, p.File
+			r.Domain, r.Path = p.Domain, p.Domain+"."+path
+			if r.File == "" { // a rule merged from another file of the domain keeps that file
+				r.File = p.File
+			}
 			r.Index, r.Count = i, len(n.Rules)
 			r.steps = steps
 			nd.rules = append(nd.rules, r)
