@@ -4,8 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"runtime"
+	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -16,6 +21,8 @@ import (
 	"github.com/floodgate-io/floodgate/cmd/internal/metrics"
 	"github.com/floodgate-io/floodgate/cmd/internal/server"
 	"github.com/floodgate-io/floodgate/cmd/internal/servicetest"
+	"github.com/floodgate-io/floodgate/internal/testkit"
+	"github.com/floodgate-io/floodgate/redisstore"
 )
 
 // grpcConn serves a server over real loopback listeners until tb ends and
@@ -23,10 +30,15 @@ import (
 // tests' own; its clock never moves, so a benchmark stays in one window.
 func grpcConn(tb testing.TB) *grpc.ClientConn {
 	tb.Helper()
-	mem := floodgate.NewMemory(floodgate.WithClock(floodgate.NewManualClock(start)))
+	return grpcConnWith(tb, floodgate.NewMemory(floodgate.WithClock(floodgate.NewManualClock(start))), policy)
+}
+
+// grpcConnWith is grpcConn with the given store and policy YAML.
+func grpcConnWith(tb testing.TB, store floodgate.Limiter, yaml string) *grpc.ClientConn {
+	tb.Helper()
 	srv := server.New(server.Options{
-		Engine:  engine.New(servicetest.Policies(tb, policy), engine.OneStore{Limiter: mem}),
-		Limiter: mem,
+		Engine:  engine.New(servicetest.Policies(tb, yaml), engine.OneStore{Limiter: store}),
+		Limiter: store,
 		Metrics: metrics.New(prometheus.NewRegistry()),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Headers: true,
@@ -55,3 +67,48 @@ func BenchmarkGRPCShouldRateLimit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGRPCShouldRateLimitRedis is the load of scripts/bench-envoy.sh
+// in one process, for profiling the service's side of it: 64 callers on one
+// connection, one descriptor over 10,000 values, a fixed window no value
+// reaches, counted in a real redis-server. Client and server share the
+// process, so per-op figures include the client: profile with
+// -cpuprofile/-memprofile and focus on the server's frames.
+func BenchmarkGRPCShouldRateLimitRedis(b *testing.B) {
+	rs := testkit.StartServer(b)
+	// A generous timeout: a busy machine must slow the benchmark, not fail it.
+	store, err := redisstore.New(redisstore.Config{Addrs: []string{rs.Addr()}, Timeout: 2 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	const keys = 10000
+	client := rlsv3.NewRateLimitServiceClient(grpcConnWith(b, store, benchPolicy))
+	reqs := make([]*rlsv3.RateLimitRequest, keys)
+	for i := range reqs {
+		reqs[i] = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{rdesc("user", strconv.Itoa(i))}}
+	}
+	var next atomic.Uint64
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			resp, err := client.ShouldRateLimit(ctx, reqs[next.Add(1)%keys])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if resp.OverallCode != rlsv3.RateLimitResponse_OK {
+				b.Fatalf("over the limit: %v", resp)
+			}
+		}
+	})
+}
+
+// benchPolicy is scripts/bench-envoy.sh's policy.
+const benchPolicy = `
+domain: bench
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 1000000}
+`
