@@ -99,36 +99,43 @@ type Metrics struct {
 
 	breakerOther atomic.Bool // the Other state has been set once
 
-	series   labelSet // decisions: (domain, limit, result) -> prometheus.Counter
-	domains  labelSet // latency: domain -> prometheus.Observer
-	kinds    labelSet // store errors: kind -> prometheus.Counter
-	detailed labelSet // per-value limit labels handed out
+	series   labelSet[seriesKey] // decisions: (domain, limit, result) -> prometheus.Counter
+	domains  labelSet[string]    // latency: domain -> prometheus.Observer
+	kinds    labelSet[string]    // store errors: kind -> prometheus.Counter
+	detailed labelSet[string]    // per-value limit labels handed out
 }
 
 // labelSet remembers up to max label combinations and what they map to.
-type labelSet struct {
-	m  sync.Map
-	n  atomic.Int64
-	mu sync.Mutex
+// Its keys are typed, not boxed in an interface as a sync.Map's are, so
+// that looking up a known combination, once per decision, allocates
+// nothing.
+type labelSet[K comparable] struct {
+	mu sync.RWMutex
+	m  map[K]any
 }
 
 // get returns the value stored for key, creating it with make when the set
 // is below max; ok is false when the set is full and key is not in it.
-func (s *labelSet) get(key any, max int64, make func() any) (any, bool) {
-	if v, ok := s.m.Load(key); ok {
+func (s *labelSet[K]) get(key K, max int64, make func() any) (any, bool) {
+	s.mu.RLock()
+	v, ok := s.m[key]
+	s.mu.RUnlock()
+	if ok {
 		return v, true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if v, ok := s.m.Load(key); ok {
+	if v, ok := s.m[key]; ok {
 		return v, true
 	}
-	if s.n.Load() >= max {
+	if int64(len(s.m)) >= max {
 		return nil, false
 	}
-	v := make()
-	s.m.Store(key, v)
-	s.n.Add(1)
+	if s.m == nil {
+		s.m = map[K]any{}
+	}
+	v = make()
+	s.m[key] = v
 	return v, true
 }
 
