@@ -21,3 +21,23 @@ func BenchmarkDecideTwoLimits(b *testing.B) {
 		}
 	}
 }
+
+// A decision allocates what it must (the state keys, the response, the
+// store's batch) and not a copy of every limit's status per step: the
+// items' statuses become the response's Limits, and groups are built in a
+// buffer on the stack. The bound is the count measured when this was
+// written; a change that raises it should say why.
+func TestDecideAllocations(t *testing.T) {
+	e, clock := newEngine(t, apiPolicy)
+	req := engine.Request{Domain: "api", Descriptors: []engine.Descriptor{desc("tenant", "acme")}}
+	decide := func() {
+		clock.Advance(1 << 30)
+		if _, err := e.Decide(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const most = 10
+	if n := testing.AllocsPerRun(100, decide); n > most {
+		t.Errorf("Decide of a descriptor with two limits in memory: %v allocations, want at most %d", n, most)
+	}
+}

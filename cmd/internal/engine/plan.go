@@ -14,7 +14,7 @@ import (
 // item is one limit to decide for one descriptor.
 type item struct {
 	desc   int
-	status LimitStatus
+	status *LimitStatus // in plan.statuses
 	cost   int64
 	shadow bool  // shadow or quota mode: reported, never denies
 	denies bool  // requests_per_unit 0: denies without asking a store
@@ -23,16 +23,24 @@ type item struct {
 
 // plan is a request turned into items, decided in groups.
 type plan struct {
-	req       Request
-	items     []item
+	req   Request
+	items []item
+	// statuses are the items' statuses, in the same order: descriptor by
+	// descriptor, so that the response's Limits are slices of it rather
+	// than copies. Sized once, so that the items' pointers stay valid.
+	statuses  []LimitStatus
 	unlimited uint64 // bit i: descriptor i matched an unlimited rule (MaxDescriptors is 64)
 }
 
 // A plan's unlimited bits must cover every descriptor a request may have.
 var _ [64 - MaxDescriptors]struct{}
 
-func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]policy.Rule) *plan {
-	p := &plan{req: req}
+func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]policy.Rule) plan {
+	n := 0 // at most one item per rule, or one for an override
+	for i := range req.Descriptors {
+		n += max(len(rules[i]), 1)
+	}
+	p := plan{req: req, items: make([]item, 0, n), statuses: make([]LimitStatus, 0, n)}
 	_, known := set.Policy(req.Domain)
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
@@ -47,7 +55,7 @@ func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]
 		if d.Override != nil && known { // Envoy applies an override whatever the tree says
 			rule := policy.Rule{Domain: req.Domain, Limit: *d.Override, Count: 1}
 			key := req.Domain + "/!override/" + escapeDescriptor(descs[i]) + "/" + d.Override.String()
-			p.items = append(p.items, item{desc: i, status: LimitStatus{Rule: rule, Limit: *d.Override, Key: key, Cost: signed(dir, cost)}, cost: cost, adjust: dir})
+			p.add(item{desc: i, cost: cost, adjust: dir}, LimitStatus{Rule: rule, Limit: *d.Override, Key: key, Cost: signed(dir, cost)})
 			continue
 		}
 		for _, r := range rules[i] {
@@ -56,17 +64,24 @@ func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]
 				continue
 			}
 			c := costOf(&req, d, &r, cost)
-			p.items = append(p.items, item{
+			p.add(item{
 				desc:   i,
-				status: LimitStatus{Rule: r, Limit: r.Limit, Key: r.StateKey(descs[i]), Cost: signed(dir, c)},
 				cost:   c,
 				shadow: r.ShadowMode || r.QuotaMode,
 				denies: r.DeniesAll() && dir == 0,
 				adjust: dir,
-			})
+			}, LimitStatus{Rule: r, Limit: r.Limit, Key: r.StateKey(descs[i]), Cost: signed(dir, c)})
 		}
 	}
 	return p
+}
+
+// add appends it with its status st. newPlan sized statuses for every
+// item, so appending never moves them.
+func (p *plan) add(it item, st LimitStatus) {
+	p.statuses = append(p.statuses, st)
+	it.status = &p.statuses[len(p.statuses)-1]
+	p.items = append(p.items, it)
 }
 
 // checkKeys holds the keys the entries compose to floodgate.MaxKeyBytes
@@ -129,34 +144,18 @@ func escapeDescriptor(d policy.Descriptor) string {
 // run decides every item: shadow ones each on its own, the enforcing ones
 // all or nothing per descriptor (or across descriptors with Atomic).
 func (p *plan) run(ctx context.Context, stores Stores) error {
-	// Items come in descriptor order, so the enforcing items of a group are
-	// contiguous but for shadow items between them: the open group is the
-	// only one that can grow.
-	var groups [][]*item
-	open, openSlot := -1, 0
 	for i := range p.items {
-		it := &p.items[i]
-		switch {
-		case it.adjust != 0:
-			continue // see adjust, after the rest
-		case it.denies:
+		if it := &p.items[i]; it.denies && it.adjust == 0 {
 			it.status.Decision = floodgate.Decision{RetryAfter: -1, ResetAfter: it.status.Limit.Period}
-		case it.shadow:
-			groups = append(groups, []*item{it})
-		default:
-			slot := it.desc
-			if p.req.Atomic {
-				slot = -1
-			}
-			if open < 0 || slot != openSlot {
-				open, openSlot = len(groups), slot
-				groups = append(groups, nil)
-			}
-			groups[open] = append(groups[open], it)
 		}
 	}
 	blocked := p.req.Atomic && p.deniesAll()
-	for _, g := range groups {
+	var buf [8]*item // a group's members; most groups are small
+	for i := range p.items {
+		g := p.group(i, buf[:0])
+		if len(g) == 0 {
+			continue
+		}
 		if blocked && !g[0].shadow {
 			if err := peekGroup(ctx, stores, g); err != nil {
 				return err
@@ -178,6 +177,54 @@ func (p *plan) run(ctx context.Context, stores Stores) error {
 		}
 	}
 	return nil
+}
+
+// group appends to g the items of the group item i opens, if it opens one,
+// and returns g. A shadow item is a group of its own. Enforcing items come
+// in descriptor order, so those of one slot (the descriptor, or the whole
+// request with Atomic) are contiguous but for the shadow and other items
+// between them: item i opens a group when the enforcing item before it is
+// of another slot, and the group runs to the next enforcing item of another
+// slot. Adjusting items are moved after the rest (see adjust), and items
+// that deny outright are decided without a store.
+func (p *plan) group(i int, g []*item) []*item {
+	it := &p.items[i]
+	switch {
+	case it.adjust != 0 || it.denies:
+		return g
+	case it.shadow:
+		return append(g, it)
+	}
+	slot := p.slot(it)
+	for j := i - 1; j >= 0; j-- {
+		if prev := &p.items[j]; prev.enforcing() {
+			if p.slot(prev) == slot {
+				return g // an earlier item opened this group
+			}
+			break
+		}
+	}
+	for j := i; j < len(p.items); j++ {
+		if next := &p.items[j]; next.enforcing() {
+			if p.slot(next) != slot {
+				break
+			}
+			g = append(g, next)
+		}
+	}
+	return g
+}
+
+// enforcing reports whether an item is decided in a group that can deny.
+func (it *item) enforcing() bool { return it.adjust == 0 && !it.denies && !it.shadow }
+
+// slot is what an enforcing item's group is all or nothing over: its
+// descriptor, or the whole request (−1) with Atomic.
+func (p *plan) slot(it *item) int {
+	if p.req.Atomic {
+		return -1
+	}
+	return it.desc
 }
 
 // chargeDenied counts the hits of the items whose limits were asked and
@@ -324,14 +371,19 @@ func decideBatch(ctx context.Context, store floodgate.Limiter, items []*item) er
 	return nil
 }
 
-// response folds the items into statuses.
+// response folds the items into statuses. Each descriptor's Limits is
+// the run of plan.statuses of its items.
 func (p *plan) response() Response {
 	resp := Response{Code: OK, Descriptors: make([]DescriptorStatus, len(p.req.Descriptors))}
 	for i := range resp.Descriptors {
 		resp.Descriptors[i] = DescriptorStatus{Code: OK, Tightest: -1, Unlimited: p.unlimited&(1<<i) != 0}
 	}
-	for _, it := range p.items {
+	first := 0 // index in statuses of the first item of the current descriptor
+	for k, it := range p.items {
 		ds := &resp.Descriptors[it.desc]
+		if len(ds.Limits) == 0 {
+			first = k
+		}
 		d := it.status.Decision
 		blamed := !d.Allowed && d.RetryAfter != 0 // in a denied batch only the limits that denied
 		switch {
@@ -342,7 +394,7 @@ func (p *plan) response() Response {
 		case !d.Allowed && p.req.Atomic:
 			resp.Code = OverLimit // another descriptor denied: nothing passed
 		}
-		ds.Limits = append(ds.Limits, it.status)
+		ds.Limits = p.statuses[first : k+1 : k+1]
 		ds.Unlimited = false // another of its limits applies
 		if t := ds.Tightest; t < 0 || d.Remaining < ds.Limits[t].Decision.Remaining {
 			ds.Tightest = len(ds.Limits) - 1
