@@ -256,13 +256,20 @@ func (e *envoyEnv) decisions() {
 	} else {
 		e.set("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "count-denied-hits", "true")
 	}
+	// Its answers carry its own headers or none: never Floodgate's.
+	e.set("LIMIT_RESPONSE_HEADERS_ENABLED", "headers", "false")
 	if e.boolean("LIMIT_RESPONSE_HEADERS_ENABLED", false) {
-		e.refuse("LIMIT_RESPONSE_HEADERS_ENABLED", "true", "this build of Floodgate sends RateLimit-Policy and RateLimit (--headers), not envoyproxy/ratelimit's headers; "+
-			"unset it and set FLOODGATE_HEADERS=true to accept those")
+		e.set("LIMIT_RESPONSE_HEADERS_ENABLED", "envoy-limit-headers", "true")
+		for _, h := range []struct{ variable, flag string }{
+			{"LIMIT_LIMIT_HEADER", "envoy-limit-header"}, {"LIMIT_REMAINING_HEADER", "envoy-remaining-header"}, {"LIMIT_RESET_HEADER", "envoy-reset-header"},
+		} {
+			if v, ok := e.env[h.variable]; ok {
+				e.set(h.variable, h.flag, v)
+			}
+		}
 	} else {
-		e.set("LIMIT_RESPONSE_HEADERS_ENABLED", "headers", "false")
+		e.ignore("used only with LIMIT_RESPONSE_HEADERS_ENABLED", "LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER")
 	}
-	e.ignore("used only with LIMIT_RESPONSE_HEADERS_ENABLED", "LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER")
 	e.ignore("Floodgate asks Redis for every decision; the answers are the same, without the local cache of keys over their limit",
 		"LOCAL_CACHE_SIZE_IN_BYTES")
 	e.ignore("it feeds only envoyproxy/ratelimit's near_limit statistic, which Floodgate does not have", "NEAR_LIMIT_RATIO")

@@ -21,7 +21,8 @@ func compatServe(t *testing.T, environ []string, args ...string) (map[string]str
 	values := map[string]string{}
 	for _, name := range []string{"http", "grpc", "config", "redis", "redis-username", "redis-password", "redis-tls", "redis-tls-ca",
 		"redis-tls-cert", "redis-tls-key", "redis-tls-skip-hostname-verification", "redis-sentinel-master", "redis-sentinel-username",
-		"redis-sentinel-password", "redis-prefix", "log-format", "headers", "atomic", "count-denied-hits", "allow-empty-config", "merge-domains"} {
+		"redis-sentinel-password", "redis-prefix", "log-format", "headers", "atomic", "count-denied-hits", "allow-empty-config", "merge-domains",
+		"envoy-limit-headers", "envoy-limit-header", "envoy-remaining-header", "envoy-reset-header"} {
 		values[name] = cmd.Flags().Lookup(name).Value.String()
 	}
 	return values, c.notes, err
@@ -74,6 +75,15 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 			want: map[string]string{"allow-empty-config": "true"}},
 		{name: "merged domains", env: append([]string{"MERGE_DOMAIN_CONFIG=true"}, tcpRedis...), want: map[string]string{"merge-domains": "true"}},
 		{name: "domains not merged, its default", env: tcpRedis, want: map[string]string{"merge-domains": "false"}},
+		{name: "its response headers", env: append([]string{"LIMIT_RESPONSE_HEADERS_ENABLED=true"}, tcpRedis...),
+			want: map[string]string{"headers": "false", "envoy-limit-headers": "true", "envoy-limit-header": "RateLimit-Limit",
+				"envoy-remaining-header": "RateLimit-Remaining", "envoy-reset-header": "RateLimit-Reset"}},
+		{name: "its response headers, renamed", env: append([]string{"LIMIT_RESPONSE_HEADERS_ENABLED=true", "LIMIT_LIMIT_HEADER=X-Limit",
+			"LIMIT_REMAINING_HEADER=X-Left", "LIMIT_RESET_HEADER=X-Reset"}, tcpRedis...),
+			want: map[string]string{"headers": "false", "envoy-limit-headers": "true", "envoy-limit-header": "X-Limit",
+				"envoy-remaining-header": "X-Left", "envoy-reset-header": "X-Reset"}},
+		{name: "header names without the headers are ignored, as there", env: append([]string{"LIMIT_LIMIT_HEADER=X-Limit"}, tcpRedis...),
+			want: map[string]string{"headers": "false", "envoy-limit-headers": "false", "envoy-limit-header": "RateLimit-Limit"}},
 		{name: "shadow and quota mode off", env: append([]string{"SHADOW_MODE=false", "QUOTA_MODE=false"}, tcpRedis...), want: map[string]string{}},
 
 		{name: "unix socket, its default", env: nil, wantErr: "REDIS_SOCKET_TYPE=unix (REDIS_URL /var/run/nutcracker/ratelimit.sock) cannot be honoured"},
@@ -84,7 +94,6 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 		{name: "memcached", env: append([]string{"BACKEND_TYPE=memcache"}, tcpRedis...), wantErr: "no memcached store"},
 		{name: "global shadow mode", env: append([]string{"SHADOW_MODE=true"}, tcpRedis...), wantErr: "SHADOW_MODE=true cannot be honoured"},
 		{name: "global quota mode", env: append([]string{"QUOTA_MODE=true"}, tcpRedis...), wantErr: "QUOTA_MODE=true"},
-		{name: "its response headers", env: append([]string{"LIMIT_RESPONSE_HEADERS_ENABLED=true"}, tcpRedis...), wantErr: "LIMIT_RESPONSE_HEADERS_ENABLED=true"},
 		{name: "xDS", env: append([]string{"CONFIG_TYPE=GRPC_XDS_SOTW"}, tcpRedis...), wantErr: "CONFIG_TYPE=GRPC_XDS_SOTW"},
 		{name: "gRPC on a Unix socket", env: append([]string{"GRPC_UDS=/tmp/rl.sock"}, tcpRedis...), wantErr: "GRPC_UDS"},
 		{name: "gRPC over TLS", env: append([]string{"GRPC_SERVER_USE_TLS=true"}, tcpRedis...), wantErr: "GRPC_SERVER_USE_TLS"},

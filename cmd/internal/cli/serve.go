@@ -41,6 +41,7 @@ type serveFlags struct {
 	headers     bool
 	atomic      bool
 	countDenied bool
+	envoyHdrs   envoyHeaderFlags
 	logFormat   string
 	reload      reloadFlags
 	listen      listenFlags
@@ -97,6 +98,7 @@ func newServeCmd() *cobra.Command {
 	fl.BoolVar(&f.headers, "headers", true, "add RateLimit-Policy and RateLimit to Envoy's response_headers_to_add")
 	fl.BoolVar(&f.atomic, "atomic", false, "decide all descriptors of an Envoy request all or nothing (default: each on its own, as Envoy's service does)")
 	fl.BoolVar(&f.countDenied, "count-denied-hits", false, "on the Envoy surfaces (gRPC, /json), count the hits a limit denies too, as Envoy's service does: once a request is denied, a smaller one later in the window is denied too (memory and Redis stores)")
+	f.envoyHdrs.register(fl)
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory by the memory store and the strategies' local state; past it the least recently used key is forgotten (0: unbounded)")
 	registerFleet(fl, &f.fleet)
@@ -147,6 +149,10 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--failure-mode: %w", err)
 	}
+	envoyHeaders, err := f.envoyHdrs.options()
+	if err != nil {
+		return err
+	}
 	policies, err := loadPolicies(f.config, f.reload)
 	if err != nil {
 		return err
@@ -172,6 +178,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		Reload:          reload.explicit,
 		Reset:           st.Reset,
 		Headers:         f.headers,
+		EnvoyHeaders:    envoyHeaders,
 		AtomicRLS:       f.atomic,
 		CountDeniedHits: f.countDenied,
 		Listen:          f.listen.options(),

@@ -207,6 +207,7 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{[]string{"--http", "256.0.0.1:80"}, nil, "--http"},
 		{nil, map[string]string{"FLOODGATE_STORE_TIMEOUT": "soon"}, "FLOODGATE_STORE_TIMEOUT"},
 		{[]string{"--log-format", "xml"}, nil, "--log-format"},
+		{[]string{"--envoy-limit-headers", "--envoy-reset-header", "Reset After"}, nil, `invalid header name for the reset header: "Reset After"`},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)

@@ -247,9 +247,11 @@ func startFloodgate(t *testing.T, bin, dir, redisAddr string, headers bool, extr
 	t.Helper()
 	// --count-denied-hits: envoyproxy/ratelimit counts every hit, denied or
 	// not, by default; the drop-in configuration (--compat envoy-ratelimit
-	// sets it) is the one compared.
+	// sets it) is the one compared. --envoy-limit-headers is what
+	// LIMIT_RESPONSE_HEADERS_ENABLED maps to under --compat envoy-ratelimit.
 	args := append([]string{"serve", "--config", dir, "--redis", redisAddr, "--count-denied-hits",
-		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--headers=" + strconv.FormatBool(headers)}, extra...)
+		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--headers=false",
+		"--envoy-limit-headers=" + strconv.FormatBool(headers)}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = childEnv()
 	p, err := startProcess("floodgate "+strings.Join(args, " "), cmd)

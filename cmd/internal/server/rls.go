@@ -167,9 +167,12 @@ func (s *Server) toRLS(resp engine.Response) *rlsv3.RateLimitResponse {
 	var enforced []floodgate.Decision
 	var quotas []headers.Quota
 	quotaDescs, quotaOver := 0, 0
+	var picked *rlsv3.RateLimitResponse_DescriptorStatus // the one EnvoyHeaders describe
+	least := uint32(leastUnset)
 	for i, ds := range resp.Descriptors {
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsCode(ds.Code)}
-		if has, over := quotaMode(ds); has {
+		hasQuota, over := quotaMode(ds)
+		if hasQuota {
 			quotaDescs++
 			if over {
 				quotaOver++
@@ -198,12 +201,19 @@ func (s *Server) toRLS(resp engine.Response) *rlsv3.RateLimitResponse {
 				quotas = append(quotas, quotaOf(ls))
 			}
 		}
+		if s.opts.EnvoyHeaders != nil {
+			picked, least = envoyHeaderPick(st, hasQuota, picked, least)
+		}
 		out.Statuses[i] = st
 	}
 	if quotaDescs > 0 && quotaOver == quotaDescs {
 		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	if s.opts.Headers && len(quotas) > 0 {
+	if h := s.opts.EnvoyHeaders; h != nil {
+		if picked != nil {
+			out.ResponseHeadersToAdd = h.values(picked)
+		}
+	} else if s.opts.Headers && len(quotas) > 0 {
 		out.ResponseHeadersToAdd = []*corev3.HeaderValue{
 			{Key: headers.PolicyField, Value: headers.PolicyValue(quotas)},
 			{Key: headers.LimitField, Value: headers.LimitValue(quotas)},

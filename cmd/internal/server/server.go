@@ -62,6 +62,10 @@ type Options struct {
 	// Headers adds RateLimit-Policy, RateLimit and (when a wait is known)
 	// Retry-After to the response_headers_to_add of the Envoy surfaces.
 	Headers bool
+	// EnvoyHeaders, when not nil, adds envoyproxy/ratelimit's headers
+	// (LIMIT_RESPONSE_HEADERS_ENABLED) to the response_headers_to_add of the
+	// Envoy surfaces in place of those of Headers.
+	EnvoyHeaders *EnvoyHeaders
 	// AtomicRLS makes the requests of the Envoy surfaces (gRPC, /json) all
 	// or nothing across descriptors; false decides each descriptor on its
 	// own, as Envoy's reference service does.
