@@ -71,25 +71,35 @@ func Seconds(d time.Duration) int64 {
 // PolicyValue is the RateLimit-Policy field for quotas: their items joined
 // by ", ". "" for none.
 func PolicyValue(qs []Quota) string {
-	return join(qs, func(b []byte, q Quota) []byte { return appendPolicy(b, q.Name, q.Quota, q.Window) })
+	var buf [fieldBuffer]byte // written on the stack: the string is the one allocation
+	b := buf[:0]
+	for i, q := range qs {
+		b = appendPolicy(separate(b, i), q.Name, q.Quota, q.Window)
+	}
+	return string(b)
 }
 
 // LimitValue is the RateLimit field for quotas: their items joined by ", ".
 // "" for none.
 func LimitValue(qs []Quota) string {
-	return join(qs, func(b []byte, q Quota) []byte { return appendLimit(b, q.Name, q.Remaining, q.Reset) })
-}
-
-// join renders one list item per quota, separated by ", ".
-func join(qs []Quota, item func([]byte, Quota) []byte) string {
-	var b []byte
+	var buf [fieldBuffer]byte
+	b := buf[:0]
 	for i, q := range qs {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = item(b, q)
+		b = appendLimit(separate(b, i), q.Name, q.Remaining, q.Reset)
 	}
 	return string(b)
+}
+
+// fieldBuffer holds the fields of a few limits with names of ordinary
+// length; longer ones grow onto the heap.
+const fieldBuffer = 256
+
+// separate starts list item i: ", " before every item but the first.
+func separate(b []byte, i int) []byte {
+	if i > 0 {
+		b = append(b, ", "...)
+	}
+	return b
 }
 
 // Set sets both fields on h for quotas; it leaves h alone when there are none.
