@@ -314,6 +314,9 @@ func (m *Metrics) LimitLabel(r policy.Rule, d policy.Descriptor) string {
 			base += "#" + itoa(r.Index)
 		}
 	}
+	if !r.PerValueMetric() {
+		return base // MetricKey would be Path: nothing to build per decision
+	}
 	key := r.MetricKey(d)
 	if !r.DetailedMetric && key == r.Path {
 		return base

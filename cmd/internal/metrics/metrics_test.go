@@ -83,6 +83,18 @@ func TestLabels(t *testing.T) {
 	}
 }
 
+// The label of a rule without per-value metrics is built from nothing
+// per decision: it is the rule's name or path.
+func TestPlainLabelsAllocateNothing(t *testing.T) {
+	set := policies(t)
+	m := metrics.New(prometheus.NewRegistry())
+	d := desc("user", "42")
+	r := match(t, set, d)[0]
+	if n := testing.AllocsPerRun(100, func() { _ = m.LimitLabel(r, d) }); n != 0 {
+		t.Fatalf("%.0f allocations per label of a plain rule, want 0", n)
+	}
+}
+
 func TestDetailedLabelsAreCapped(t *testing.T) {
 	set := policies(t)
 	m := metrics.New(prometheus.NewRegistry())

@@ -201,6 +201,22 @@ func (r Rule) StateKey(d Descriptor) string {
 	return b.String()
 }
 
+// PerValueMetric reports whether the rule's metric names carry the
+// request's values (detailed_metric, or value_to_metric on one of its
+// steps). Without them MetricKey is always Path, so a caller that only
+// needs the name can skip building it.
+func (r Rule) PerValueMetric() bool {
+	if r.DetailedMetric {
+		return true
+	}
+	for _, s := range r.steps {
+		if s.valueToMetric {
+			return true
+		}
+	}
+	return false
+}
+
 // MetricKey is the name Envoy's service gives this rule's statistics for
 // the request descriptor d: Path, except that the descriptors with
 // value_to_metric put the request's value in place of their own, and a rule
