@@ -28,8 +28,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/bits"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,8 +47,15 @@ import (
 
 // Config configures a Limiter.
 type Config struct {
-	// Addrs is one address (host:port), or several seeds of a Redis Cluster.
+	// Addrs is one address (host:port), or several seeds of a Redis Cluster;
+	// with Network "unix", the one path of Redis's Unix socket.
 	Addrs []string
+	// Network is how Addrs are reached: "tcp" (the default, also "") or
+	// "unix", for a Redis on the same machine that listens on a Unix socket
+	// (its unixsocket setting), which saves the TCP stack's work on every
+	// round trip. A Unix socket is one standalone Redis: neither a Cluster
+	// nor Sentinels, and no TLS.
+	Network string
 	// KeyPrefix is put before every key, e.g. "fg:".
 	KeyPrefix string
 	// Clock, when set, supplies the time of every decision instead of the
@@ -124,9 +133,14 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Timeout < 0 || cfg.DialTimeout < 0 || cfg.ClockSlack < 0 {
 		return nil, errors.New("redisstore: timeouts must not be negative")
 	}
+	if err := checkNetwork(cfg); err != nil {
+		return nil, err
+	}
 	cfg = withDefaults(cfg)
 	client, err := rueidis.NewClient(rueidis.ClientOption{
 		InitAddress:       cfg.Addrs,
+		DialCtxFn:         dialFn(cfg.Network),
+		ForceSingleClient: cfg.Network == NetworkUnix,
 		Username:          cfg.Username,
 		Password:          cfg.Password,
 		SelectDB:          cfg.DB,
@@ -157,6 +171,60 @@ func New(cfg Config) (*Limiter, error) {
 		l.slack = "0"
 	}
 	return l, nil
+}
+
+// NetworkUnix is the Config.Network of a Redis reached over a Unix socket.
+const NetworkUnix = "unix"
+
+// ErrNotSocket marks a Unix socket path that names something else: a
+// file or directory, never a Redis that is down (that is
+// floodgate.ErrStoreUnavailable).
+var ErrNotSocket = errors.New("not a Unix socket")
+
+// checkNetwork refuses a Network and Addrs that cannot work together.
+func checkNetwork(cfg Config) error {
+	switch cfg.Network {
+	case "", "tcp":
+		return nil
+	case NetworkUnix:
+	default:
+		return fmt.Errorf("redisstore: network %q: want tcp or unix", cfg.Network)
+	}
+	switch {
+	case len(cfg.Addrs) != 1:
+		return fmt.Errorf("redisstore: a Unix socket is one path, not %d addresses", len(cfg.Addrs))
+	case cfg.Sentinel.MasterSet != "":
+		return errors.New("redisstore: Sentinels are reached over TCP, not a Unix socket")
+	case cfg.TLS != nil:
+		return errors.New("redisstore: no TLS over a Unix socket (it never leaves the machine)")
+	}
+	// A missing socket is a Redis that is not up (yet): the dial says so.
+	// Anything else at the path is a mistake that no retry mends.
+	if fi, err := os.Stat(cfg.Addrs[0]); err == nil && fi.Mode()&fs.ModeSocket == 0 {
+		return fmt.Errorf("redisstore: %s: %w (it is a %s)", cfg.Addrs[0], ErrNotSocket, fileKind(fi.Mode()))
+	}
+	return nil
+}
+
+func fileKind(m fs.FileMode) string {
+	if m.IsDir() {
+		return "directory"
+	}
+	if m.IsRegular() {
+		return "regular file"
+	}
+	return m.Type().String()
+}
+
+// dialFn is rueidis's dialer for network: nil (its own, TCP) but for
+// Unix sockets.
+func dialFn(network string) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+	if network != NetworkUnix {
+		return nil
+	}
+	return func(ctx context.Context, path string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		return d.DialContext(ctx, NetworkUnix, path)
+	}
 }
 
 // sentinelOption is rueidis's Sentinel setting: zero (no Sentinel) unless

@@ -43,6 +43,7 @@ var errAddrInUse = errors.New("address already in use")
 type Server struct {
 	bin     string
 	dir     string
+	sock    string // the Unix socket's path, with WithUnixSocket
 	cluster bool
 	cfg     serverConfig
 	port    int // fixed once StartServer returns
@@ -91,6 +92,9 @@ func startServer(tb testing.TB, cluster bool, opts []Option) *Server {
 	for _, opt := range opts {
 		opt(&s.cfg)
 	}
+	if s.cfg.unixSocket {
+		s.sock = shortSocketPath(tb)
+	}
 	tb.Cleanup(func() { s.cleanup(tb) })
 	if err := s.startOnFreePort(); err != nil {
 		tb.Fatalf("testkit: starting redis-server: %v", err)
@@ -135,6 +139,34 @@ func (s *Server) cleanup(tb testing.TB) {
 // Addr returns "127.0.0.1:PORT".
 func (s *Server) Addr() string {
 	return "127.0.0.1:" + strconv.Itoa(s.port)
+}
+
+// UnixSocket is the path of the server's Unix socket ("" without
+// WithUnixSocket).
+func (s *Server) UnixSocket() string { return s.sock }
+
+// maxSocketPath is the longest Unix socket path every platform takes
+// (sun_path holds 104 bytes on the BSDs and macOS, 108 on Linux, with the
+// terminating NUL).
+const maxSocketPath = 103
+
+// shortSocketPath is a path for a Unix socket in a directory of its own
+// that is removed in tb.Cleanup. The test's TempDir can be longer than a
+// socket path may be, so the directory is made in the system's temporary
+// directory, or in /tmp when even that is too long.
+func shortSocketPath(tb testing.TB) string {
+	tb.Helper()
+	const name = "r.sock"
+	base := os.TempDir()
+	if len(base)+len("/rs-0123456789/")+len(name) > maxSocketPath {
+		base = "/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "rs-")
+	if err != nil {
+		tb.Fatalf("testkit: a directory for a Unix socket: %v", err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return filepath.Join(dir, name)
 }
 
 // Port returns the TCP port; the cluster bus of a cluster node is Port+10000.
@@ -314,6 +346,9 @@ func (s *Server) args() []string {
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", s.dir,
+	}
+	if s.sock != "" {
+		args = append(args, "--unixsocket", s.sock, "--unixsocketperm", "700")
 	}
 	if s.cluster {
 		args = append(args,

@@ -62,9 +62,10 @@ func RequireBinaries(tb testing.TB, names ...string) {
 type Option func(*serverConfig)
 
 type serverConfig struct {
-	args     []string
-	password string
-	prefix   []string // a program that runs redis-server, with its arguments
+	args       []string
+	password   string
+	prefix     []string // a program that runs redis-server, with its arguments
+	unixSocket bool
 }
 
 // UnderProgram runs redis-server under another program, e.g.
@@ -84,6 +85,13 @@ func WithArgs(extra ...string) Option {
 			c.password = pw
 		}
 	}
+}
+
+// WithUnixSocket makes the server listen on a Unix socket too, at
+// Server.UnixSocket, as well as on its TCP port (where StartServer waits
+// for it and Do and Command reach it).
+func WithUnixSocket() Option {
+	return func(c *serverConfig) { c.unixSocket = true }
 }
 
 // WithPassword protects the server with a password; Do and Command send AUTH

@@ -51,7 +51,8 @@ type RedisTLS struct {
 }
 
 // errRedisURL marks a --redis that cannot be read.
-var errRedisURL = errors.New("want host:port, redis://[user:password@]host:port[/db] or rediss://… for TLS")
+var errRedisURL = errors.New("want host:port, redis://[user:password@]host:port[/db], rediss://… for TLS " +
+	"or unix://[user:password@]/path/to/redis.sock[?db=N] for a Unix socket")
 
 // redisConfig is redisstore's Config from cfg: the addresses of --redis
 // (plain host:port or URLs), the credentials, database and TLS that the
@@ -67,6 +68,12 @@ func redisConfig(cfg Config) (redisstore.Config, error) {
 			return redisstore.Config{}, fmt.Errorf("--redis %s: %w", maskRedis(raw), err)
 		}
 		rc.Addrs = append(rc.Addrs, u.addr)
+		if u.unix {
+			if len(cfg.Redis) > 1 {
+				return redisstore.Config{}, errors.New("--redis: a Unix socket is one standalone Redis: give it alone, not with other addresses")
+			}
+			rc.Network = redisstore.NetworkUnix
+		}
 		if !u.url {
 			continue
 		}
@@ -121,6 +128,7 @@ type redisURL struct {
 	username, password string
 	db                 int
 	tls                bool
+	unix               bool // addr is the path of a Unix socket
 }
 
 // parseRedisAddr reads host:port, or redis://[user:password@]host:port[/db]
@@ -143,6 +151,8 @@ func parseRedisAddr(raw string) (redisURL, error) {
 	case "redis":
 	case "rediss":
 		r.tls = true
+	case "unix", "redis+unix":
+		return parseUnixURL(u, r)
 	default:
 		return redisURL{}, fmt.Errorf("scheme %q: %w", u.Scheme, errRedisURL)
 	}
@@ -155,6 +165,29 @@ func parseRedisAddr(raw string) (redisURL, error) {
 	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
 		if r.db, err = strconv.Atoi(db); err != nil || r.db < 0 {
 			return redisURL{}, fmt.Errorf("database %q: want a number from 0: %w", db, errRedisURL)
+		}
+	}
+	return r, nil
+}
+
+// parseUnixURL reads unix://[user:password@]/path/to/redis.sock[?db=N],
+// the form of go-redis and rueidis (redis+unix:// too): the path is the
+// socket's, so the database is in the query.
+func parseUnixURL(u *url.URL, r redisURL) (redisURL, error) {
+	r.unix, r.addr = true, u.Path
+	if u.Host != "" || !strings.HasPrefix(u.Path, "/") {
+		return redisURL{}, fmt.Errorf("%s://%s: want the socket's absolute path after %s://, as in unix:///run/redis.sock: %w", u.Scheme, u.Host, u.Scheme, errRedisURL)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil || u.Fragment != "" {
+		return redisURL{}, fmt.Errorf("query or fragment: %w", errRedisURL)
+	}
+	for k, v := range q {
+		if k != "db" || len(v) != 1 {
+			return redisURL{}, fmt.Errorf("query %q: only db=N is read: %w", k, errRedisURL)
+		}
+		if r.db, err = strconv.Atoi(v[0]); err != nil || r.db < 0 {
+			return redisURL{}, fmt.Errorf("database %q: want a number from 0: %w", v[0], errRedisURL)
 		}
 	}
 	return r, nil

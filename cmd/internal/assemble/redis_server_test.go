@@ -86,6 +86,45 @@ func TestRedisWithAPassword(t *testing.T) {
 	}
 }
 
+// A Redis on a Unix socket is reached with a unix:// URL, its password
+// and database in it; a path that is no socket stops the start.
+func TestRedisOverAUnixSocket(t *testing.T) {
+	srv := testkit.StartServer(t, testkit.WithUnixSocket(), testkit.WithPassword("s3cret"))
+	notSocket := filepath.Join(t.TempDir(), "redis.sock")
+	if err := os.WriteFile(notSocket, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		redis   string
+		wantErr string
+	}{
+		{name: "unix URL", redis: "unix://:s3cret@" + srv.UnixSocket() + "?db=2"},
+		{name: "redis+unix URL", redis: "redis+unix://default:s3cret@" + srv.UnixSocket()},
+		{name: "wrong password", redis: "unix://:wrong@" + srv.UnixSocket(), wantErr: "WRONGPASS"},
+		{name: "not a socket", redis: "unix://" + notSocket, wantErr: "not a Unix socket (it is a regular file)"},
+		{name: "no socket", redis: "unix://" + notSocket + ".none", wantErr: "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, err := openRedis(t, []string{tt.redis}, RedisAuth{})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "--redis") {
+					t.Fatalf("Open = %v, want a --redis error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			decideOnce(t, st)
+		})
+	}
+	if keyspace := srv.Do(t, "INFO", "keyspace"); !strings.Contains(keyspace, "db2:keys=1") || !strings.Contains(keyspace, "db0:keys=1") {
+		t.Fatalf("INFO keyspace = %s, want a key in database 2 (?db=2) and one in 0", keyspace)
+	}
+}
+
 // Over TLS: a server whose certificate a throwaway CA signs is reached
 // with --redis-tls-ca; a certificate for another name only with
 // --redis-tls-skip-hostname-verification; a CA it does not trust never.

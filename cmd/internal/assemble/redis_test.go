@@ -46,7 +46,16 @@ func TestRedisConfigReadsAddressesURLsAndFlags(t *testing.T) {
 			wantErr: "the URLs disagree"},
 		{name: "no port", redis: []string{"redis://:secret@a"}, wantErr: "no port"},
 		{name: "plain address without port", redis: []string{"localhost"}, wantErr: "want host:port"},
-		{name: "unknown scheme", redis: []string{"unix:///tmp/redis.sock"}, wantErr: `scheme "unix"`},
+		{name: "unknown scheme", redis: []string{"memcache://a:1"}, wantErr: `scheme "memcache"`},
+		{name: "Unix socket", redis: []string{"unix:///run/redis/redis.sock"},
+			want: redisstore.Config{Addrs: []string{"/run/redis/redis.sock"}, Network: redisstore.NetworkUnix}},
+		{name: "Unix socket with password and database", redis: []string{"redis+unix://app:secret@/run/redis.sock?db=3"},
+			want: redisstore.Config{Addrs: []string{"/run/redis.sock"}, Network: redisstore.NetworkUnix, Username: "app", Password: "secret", DB: 3}},
+		{name: "Unix socket with a host", redis: []string{"unix://run/redis.sock"}, wantErr: "want the socket's absolute path"},
+		{name: "Unix socket without a path", redis: []string{"unix://"}, wantErr: "want the socket's absolute path"},
+		{name: "Unix socket with another query", redis: []string{"unix:///r.sock?timeout=1s"}, wantErr: `query "timeout": only db=N`},
+		{name: "Unix socket with a bad database", redis: []string{"unix:///r.sock?db=-1"}, wantErr: `database "-1"`},
+		{name: "Unix socket among other addresses", redis: []string{"unix:///r.sock", "a:1"}, wantErr: "give it alone"},
 		{name: "bad database", redis: []string{"redis://:secret@a:1/x"}, wantErr: `database "x"`},
 		{name: "query", redis: []string{"redis://:secret@a:1/0?timeout=1s"}, wantErr: "query or fragment"},
 		{name: "TLS files without TLS", redis: []string{"a:1"}, auth: RedisAuth{TLS: RedisTLS{CA: "ca.pem"}},
@@ -78,7 +87,7 @@ func TestRedisConfigReadsAddressesURLsAndFlags(t *testing.T) {
 			}
 			got.TLS = nil
 			if strings.Join(got.Addrs, ",") != strings.Join(tt.want.Addrs, ",") || got.Username != tt.want.Username ||
-				got.Password != tt.want.Password || got.DB != tt.want.DB || got.Sentinel != tt.want.Sentinel {
+				got.Password != tt.want.Password || got.DB != tt.want.DB || got.Sentinel != tt.want.Sentinel || got.Network != tt.want.Network {
 				t.Errorf("config = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -95,8 +104,8 @@ func TestRedisConfigErrorIsErrRedisURL(t *testing.T) {
 
 // The store's name, logged at start, hides the password.
 func TestMaskRedis(t *testing.T) {
-	got := maskRedis("redis://app:secret@a:1/2,b:2")
-	if want := "redis://app:xxxxx@a:1/2,b:2"; got != want {
+	got := maskRedis("redis://app:secret@a:1/2,b:2,unix://app:secret@/r.sock?db=1")
+	if want := "redis://app:xxxxx@a:1/2,b:2,unix://app:xxxxx@/r.sock?db=1"; got != want {
 		t.Fatalf("maskRedis = %q, want %q", got, want)
 	}
 }

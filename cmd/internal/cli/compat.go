@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	neturl "net/url"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -282,18 +283,15 @@ func (e *envoyEnv) redis() {
 		e.refuse("BACKEND_TYPE", v, "Floodgate counts in Redis or in memory; it has no memcached store")
 	}
 	e.ignorePrefix("BACKEND_TYPE is redis", "MEMCACHE_")
-	if v := e.str("REDIS_SOCKET_TYPE", "unix"); v != "tcp" {
-		e.refuse("REDIS_SOCKET_TYPE", v+" (REDIS_URL "+e.str("REDIS_URL", "/var/run/nutcracker/ratelimit.sock")+")",
-			"Floodgate reaches Redis over TCP only: set REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port, or --redis")
-		return
-	}
-	url := e.str("REDIS_URL", "")
+	url := e.str("REDIS_URL", "/var/run/nutcracker/ratelimit.sock")
 	switch typ := strings.ToLower(e.str("REDIS_TYPE", "single")); typ {
 	case "single":
 		if strings.Contains(url, ",") {
 			e.refuse("REDIS_URL", url, "REDIS_TYPE=single takes one address")
 		}
-		e.set("REDIS_URL", "redis", url)
+		if url, ok := e.redisSocket(url); ok {
+			e.set("REDIS_URL, REDIS_SOCKET_TYPE", "redis", url)
+		}
 	case "cluster":
 		e.set("REDIS_URL", "redis", url)
 	case "sentinel":
@@ -311,6 +309,9 @@ func (e *envoyEnv) redis() {
 	if !strings.EqualFold(e.str("REDIS_TYPE", "single"), "sentinel") {
 		e.ignore("used only with REDIS_TYPE=sentinel", "REDIS_SENTINEL_AUTH")
 	}
+	if !strings.EqualFold(e.str("REDIS_TYPE", "single"), "single") {
+		e.ignore("a Redis Cluster and Sentinels are reached over TCP, as there", "REDIS_SOCKET_TYPE")
+	}
 	e.auth("REDIS_AUTH", "redis-username", "redis-password")
 	e.redisTLS()
 	if v, ok := e.env["CACHE_KEY_PREFIX"]; ok {
@@ -324,6 +325,29 @@ func (e *envoyEnv) redis() {
 		"REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME")
 	e.ignore("per-second limits are counted in the Redis of REDIS_URL with the others", "REDIS_PERSECOND")
 	e.ignorePrefix("Floodgate uses one Redis, REDIS_URL, for every limit", "REDIS_PERSECOND_")
+}
+
+// redisSocket is --redis for a single Redis at url, reached as
+// REDIS_SOCKET_TYPE says (its default: unix): host:port over TCP, or a
+// unix:// URL of the socket's path. ok is false when it is refused.
+func (e *envoyEnv) redisSocket(url string) (redis string, ok bool) {
+	switch socket := e.str("REDIS_SOCKET_TYPE", "unix"); socket {
+	case "tcp":
+		return url, true
+	case "unix":
+		if !filepath.IsAbs(url) {
+			e.refuse("REDIS_URL", url, "with REDIS_SOCKET_TYPE=unix it is the path of Redis's socket: give it from the root (/var/run/redis.sock)")
+			return "", false
+		}
+		if e.boolean("REDIS_TLS", false) {
+			e.refuse("REDIS_TLS", "true", "Floodgate speaks plain Redis over a Unix socket (REDIS_SOCKET_TYPE=unix): the socket never leaves the machine")
+			return "", false
+		}
+		return (&neturl.URL{Scheme: "unix", Path: url}).String(), true
+	default:
+		e.refuse("REDIS_SOCKET_TYPE", socket, "want tcp or unix")
+		return "", false
+	}
 }
 
 // auth maps a "password" or "user:password" variable onto two flags.

@@ -28,8 +28,8 @@ func compatServe(t *testing.T, environ []string, args ...string) (map[string]str
 	return values, c.notes, err
 }
 
-// tcpRedis is the least environment that starts: envoyproxy/ratelimit's
-// default is a Unix socket, which Floodgate cannot reach.
+// tcpRedis is a Redis over TCP, so that the cases do not depend on
+// envoyproxy/ratelimit's default Unix socket.
 var tcpRedis = []string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=10.0.0.5:6379"}
 
 // Each of envoyproxy/ratelimit's variables maps to a flag, with its own
@@ -86,7 +86,15 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 			want: map[string]string{"headers": "false", "envoy-limit-headers": "false", "envoy-limit-header": "RateLimit-Limit"}},
 		{name: "shadow and quota mode off", env: append([]string{"SHADOW_MODE=false", "QUOTA_MODE=false"}, tcpRedis...), want: map[string]string{}},
 
-		{name: "unix socket, its default", env: nil, wantErr: "REDIS_SOCKET_TYPE=unix (REDIS_URL /var/run/nutcracker/ratelimit.sock) cannot be honoured"},
+		{name: "unix socket, its default", env: nil, want: map[string]string{"redis": "unix:///var/run/nutcracker/ratelimit.sock"}},
+		{name: "unix socket with a password", env: []string{"REDIS_SOCKET_TYPE=unix", "REDIS_URL=/run/redis/redis.sock", "REDIS_AUTH=s3cret"},
+			want: map[string]string{"redis": "unix:///run/redis/redis.sock", "redis-password": "s3cret"}},
+		{name: "a cluster is reached over TCP whatever the socket type, as there", env: []string{"REDIS_SOCKET_TYPE=unix", "REDIS_TYPE=cluster", "REDIS_URL=a:7000"},
+			want: map[string]string{"redis": "a:7000"}},
+
+		{name: "unix socket, relative path", env: []string{"REDIS_URL=run/redis.sock"}, wantErr: "REDIS_URL=run/redis.sock cannot be honoured: with REDIS_SOCKET_TYPE=unix it is the path"},
+		{name: "unix socket with TLS", env: []string{"REDIS_URL=/run/redis.sock", "REDIS_TLS=true"}, wantErr: "REDIS_TLS=true cannot be honoured"},
+		{name: "unknown socket type", env: []string{"REDIS_SOCKET_TYPE=udp", "REDIS_URL=a:1"}, wantErr: "REDIS_SOCKET_TYPE=udp cannot be honoured: want tcp or unix"},
 		{name: "unknown Redis type", env: append([]string{"REDIS_TYPE=ring"}, tcpRedis...), wantErr: "REDIS_TYPE=ring"},
 		{name: "sentinel without master", env: []string{"REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=sentinel", "REDIS_URL=s1:26379"},
 			wantErr: "wants the master set's name"},

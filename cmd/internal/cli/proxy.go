@@ -92,7 +92,7 @@ func newProxyCmd() *cobra.Command {
 	fl.Int64Var(&f.burst, "burst", 0, "bucket capacity (default: the rate)")
 	fl.StringVar(&f.by, "by", "ip", "what a client is: ip, header:NAME, path, host or method; several joined with + (ip+path)")
 	fl.StringSliceVar(&f.trusted, "trusted-proxies", nil, "CIDRs whose X-Forwarded-For / Forwarded headers are believed")
-	fl.StringVar(&f.redis, "redis", "", "count in Redis (host:port or redis://[user:password@]host:port[/db], rediss:// for TLS; or cluster seeds or Sentinels comma-separated) to share the limit between proxies")
+	fl.StringVar(&f.redis, "redis", "", "count in Redis (host:port or redis://[user:password@]host:port[/db], rediss:// for TLS, unix:///path/redis.sock for a Unix socket; or cluster seeds or Sentinels comma-separated) to share the limit between proxies")
 	registerRedisAuth(fl, &f.redisAuth)
 	fl.StringVar(&f.failureMode, "failure-mode", string(failover.FailOpen), "with --redis: fail_open, fail_closed or fail_local when Redis cannot answer")
 	fl.DurationVar(&f.storeTimeout, "store-timeout", failover.DefaultTimeout, "with --redis: the longest a decision waits")

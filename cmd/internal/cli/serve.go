@@ -87,7 +87,7 @@ func newServeCmd() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", "", "policy file or directory (default: the built-in example policy)")
-	fl.StringVar(&f.redis, "redis", "", "Redis address (host:port, redis://[user:password@]host:port[/db], rediss:// for TLS), or several seeds of a Redis Cluster or Sentinels, comma-separated (default: count in memory)")
+	fl.StringVar(&f.redis, "redis", "", "Redis address (host:port, redis://[user:password@]host:port[/db], rediss:// for TLS, unix:///path/redis.sock[?db=N] for a Unix socket), or several seeds of a Redis Cluster or Sentinels, comma-separated (default: count in memory)")
 	registerRedisAuth(fl, &f.redisAuth)
 	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address")
 	fl.StringVar(&f.grpcAddr, "grpc", "127.0.0.1:8081", "gRPC listen address")
