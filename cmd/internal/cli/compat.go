@@ -76,7 +76,7 @@ func (c *compatFlags) apply(fs *pflag.FlagSet, environ []string) error {
 		}
 		c.notes = append(c.notes, compatNote{s.variable, "mapped to --" + s.flag})
 	}
-	c.notes = append(c.notes, plan.ignored...)
+	c.notes = append(c.notes, plan.notes...)
 	return nil
 }
 
@@ -108,8 +108,8 @@ func envMap(environ []string) map[string]string {
 
 // compatPlan is what envoyproxy/ratelimit's variables say, in flags.
 type compatPlan struct {
-	sets    []flagSetting
-	ignored []compatNote
+	sets  []flagSetting
+	notes []compatNote // ignored variables, and remarks on mapped ones
 }
 
 type flagSetting struct {
@@ -156,9 +156,14 @@ func (e *envoyEnv) refuse(variable, value, why string) {
 func (e *envoyEnv) ignore(why string, names ...string) {
 	for _, n := range names {
 		if _, ok := e.env[n]; ok {
-			e.plan.ignored = append(e.plan.ignored, compatNote{n, "ignored (" + why + ")"})
+			e.plan.notes = append(e.plan.notes, compatNote{n, "ignored (" + why + ")"})
 		}
 	}
+}
+
+// note reports how a variable's value was read, beside its mapping.
+func (e *envoyEnv) note(variable, what string) {
+	e.plan.notes = append(e.plan.notes, compatNote{variable, what})
 }
 
 // ignorePrefix notes every set variable whose name starts with prefix.
@@ -225,7 +230,7 @@ func (e *envoyEnv) configSource() {
 	dir := filepath.Join(e.str("RUNTIME_ROOT", "/srv/runtime_data/current"), e.str("RUNTIME_SUBDIRECTORY", ""), e.str("RUNTIME_APPDIRECTORY", "config"))
 	e.set("RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY", "config", dir)
 	if e.boolean("RUNTIME_WATCH_ROOT", true) {
-		e.plan.ignored = append(e.plan.ignored, compatNote{"RUNTIME_WATCH_ROOT",
+		e.plan.notes = append(e.plan.notes, compatNote{"RUNTIME_WATCH_ROOT",
 			"ignored (Floodgate reloads when the files in " + dir + " change, as with RUNTIME_WATCH_ROOT=false; a swap of the RUNTIME_ROOT symlink alone is not seen: send SIGHUP or POST /admin/reload after one)"})
 	}
 	if !e.boolean("RUNTIME_IGNOREDOTFILES", false) {
@@ -386,13 +391,38 @@ func (e *envoyEnv) redisTLS() {
 	}
 }
 
+// envoyLogLevels are envoyproxy/ratelimit's log levels (logrus's, read
+// without regard to case) and Floodgate's nearest: trace is debug,
+// fatal and panic are error (Floodgate has no more severe level).
+var envoyLogLevels = map[string]string{"trace": "debug", "debug": "debug", "info": "info", "warn": "warn", "warning": "warn",
+	"error": "error", "fatal": "error", "panic": "error"}
+
+// logLevel maps LOG_LEVEL when it is set. Unset, Floodgate keeps its info
+// (envoyproxy/ratelimit's default is warn, at which it logs its start):
+// so the start-up lines, this report among them, are seen.
+func (e *envoyEnv) logLevel() {
+	v, ok := e.env["LOG_LEVEL"]
+	if !ok {
+		return
+	}
+	level, ok := envoyLogLevels[strings.ToLower(v)]
+	if !ok {
+		e.errs = append(e.errs, fmt.Errorf("LOG_LEVEL=%q: want trace, debug, info, warn, warning, error, fatal or panic", v))
+		return
+	}
+	if !strings.EqualFold(v, level) {
+		e.note("LOG_LEVEL", v+" is "+level+" here, Floodgate's nearest level")
+	}
+	e.set("LOG_LEVEL", "log-level", level)
+}
+
 func (e *envoyEnv) observability() {
 	if v := strings.ToLower(e.str("LOG_FORMAT", "text")); v == "json" {
 		e.set("LOG_FORMAT", "log-format", "json")
 	} else {
 		e.set("LOG_FORMAT", "log-format", "text") // envoyproxy/ratelimit's rule: anything but json is text
 	}
-	e.ignore("Floodgate logs at info: start, stop, reloads and store outages, never each request", "LOG_LEVEL")
+	e.logLevel()
 	const metrics = "Floodgate's metrics are Prometheus's, at /metrics on the HTTP listener"
 	e.ignore(metrics, "USE_STATSD", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS",
 		"STATS_FLUSH_INTERVAL", "DISABLE_STATS", "USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",

@@ -21,7 +21,7 @@ func compatServe(t *testing.T, environ []string, args ...string) (map[string]str
 	values := map[string]string{}
 	for _, name := range []string{"http", "grpc", "config", "redis", "redis-username", "redis-password", "redis-tls", "redis-tls-ca",
 		"redis-tls-cert", "redis-tls-key", "redis-tls-skip-hostname-verification", "redis-sentinel-master", "redis-sentinel-username",
-		"redis-sentinel-password", "redis-prefix", "log-format", "headers", "atomic", "count-denied-hits", "allow-empty-config", "merge-domains",
+		"redis-sentinel-password", "redis-prefix", "log-format", "log-level", "headers", "atomic", "count-denied-hits", "allow-empty-config", "merge-domains",
 		"envoy-limit-headers", "envoy-limit-header", "envoy-remaining-header", "envoy-reset-header"} {
 		values[name] = cmd.Flags().Lookup(name).Value.String()
 	}
@@ -69,6 +69,12 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 		{name: "key prefix", env: append([]string{"CACHE_KEY_PREFIX=rl:"}, tcpRedis...), want: map[string]string{"redis-prefix": "rl:"}},
 		{name: "json logs", env: append([]string{"LOG_FORMAT=JSON"}, tcpRedis...), want: map[string]string{"log-format": "json"}},
 		{name: "anything else is text, as there", env: append([]string{"LOG_FORMAT=logfmt"}, tcpRedis...), want: map[string]string{"log-format": "text"}},
+		{name: "log level unset: Floodgate's info", env: tcpRedis, want: map[string]string{"log-level": "info"}},
+		{name: "log level in capitals", env: append([]string{"LOG_LEVEL=DEBUG"}, tcpRedis...), want: map[string]string{"log-level": "debug"}},
+		{name: "trace is debug", env: append([]string{"LOG_LEVEL=trace"}, tcpRedis...), want: map[string]string{"log-level": "debug"}},
+		{name: "warning is warn", env: append([]string{"LOG_LEVEL=Warning"}, tcpRedis...), want: map[string]string{"log-level": "warn"}},
+		{name: "fatal is error", env: append([]string{"LOG_LEVEL=fatal"}, tcpRedis...), want: map[string]string{"log-level": "error"}},
+		{name: "panic is error", env: append([]string{"LOG_LEVEL=PANIC"}, tcpRedis...), want: map[string]string{"log-level": "error"}},
 		{name: "no increment over the limit", env: append([]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true"}, tcpRedis...),
 			want: map[string]string{"atomic": "true", "count-denied-hits": "false"}},
 		{name: "start without a config", env: append([]string{"FORCE_START_WITHOUT_INITIAL_CONFIG=1"}, tcpRedis...),
@@ -106,6 +112,8 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 		{name: "gRPC on a Unix socket", env: append([]string{"GRPC_UDS=/tmp/rl.sock"}, tcpRedis...), wantErr: "GRPC_UDS"},
 		{name: "gRPC over TLS", env: append([]string{"GRPC_SERVER_USE_TLS=true"}, tcpRedis...), wantErr: "GRPC_SERVER_USE_TLS"},
 		{name: "bad boolean", env: append([]string{"REDIS_TLS=yes"}, tcpRedis...), wantErr: `REDIS_TLS="yes": want true or false`},
+		{name: "unknown log level", env: append([]string{"LOG_LEVEL=verbose"}, tcpRedis...),
+			wantErr: `LOG_LEVEL="verbose": want trace, debug, info, warn, warning, error, fatal or panic`},
 		{name: "bad port", env: append([]string{"PORT=http"}, tcpRedis...), wantErr: `PORT="http": want a port number`},
 	}
 	for _, tt := range tests {
@@ -141,7 +149,7 @@ func TestEnvoyRatelimitRefusalIsErrCompat(t *testing.T) {
 // its reason, never dropped in silence.
 func TestEnvoyRatelimitIgnoredVariablesAreReported(t *testing.T) {
 	env := append([]string{"USE_STATSD=true", "USE_PROMETHEUS=true", "LOCAL_CACHE_SIZE_IN_BYTES=1048576", "NEAR_LIMIT_RATIO=0.9",
-		"REDIS_PERSECOND=true", "REDIS_PERSECOND_URL=10.0.0.6:6379", "REDIS_POOL_SIZE=20", "DEBUG_PORT=6070", "LOG_LEVEL=debug",
+		"REDIS_PERSECOND=true", "REDIS_PERSECOND_URL=10.0.0.6:6379", "REDIS_POOL_SIZE=20", "DEBUG_PORT=6070",
 		"TRACING_ENABLED=true"}, tcpRedis...)
 	_, notes, err := compatServe(t, env)
 	if err != nil {
@@ -152,7 +160,7 @@ func TestEnvoyRatelimitIgnoredVariablesAreReported(t *testing.T) {
 		reported[n.variable] = n.outcome
 	}
 	for _, v := range []string{"USE_STATSD", "USE_PROMETHEUS", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO", "REDIS_PERSECOND",
-		"REDIS_PERSECOND_URL", "REDIS_POOL_SIZE", "DEBUG_PORT", "LOG_LEVEL", "TRACING_ENABLED", "RUNTIME_WATCH_ROOT"} {
+		"REDIS_PERSECOND_URL", "REDIS_POOL_SIZE", "DEBUG_PORT", "TRACING_ENABLED", "RUNTIME_WATCH_ROOT"} {
 		if !strings.HasPrefix(reported[v], "ignored (") {
 			t.Errorf("%s: reported %q, want ignored with a reason", v, reported[v])
 		}
@@ -162,6 +170,20 @@ func TestEnvoyRatelimitIgnoredVariablesAreReported(t *testing.T) {
 	c.report(slog.New(slog.NewTextHandler(&buf, nil)))
 	if !strings.Contains(buf.String(), `msg="compat envoy-ratelimit: ignored (per-second limits are counted in the Redis of REDIS_URL with the others)" variable=REDIS_PERSECOND`) {
 		t.Errorf("the start-up log does not report REDIS_PERSECOND:\n%s", buf.String())
+	}
+}
+
+// A level Floodgate does not have is mapped to its nearest, and the
+// start-up log says so.
+func TestEnvoyRatelimitLogLevelNearest(t *testing.T) {
+	_, notes, err := compatServe(t, append([]string{"LOG_LEVEL=fatal"}, tcpRedis...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []compatNote{{"LOG_LEVEL", "mapped to --log-level"}, {"LOG_LEVEL", "fatal is error here, Floodgate's nearest level"}} {
+		if !hasNote(notes, n.variable, n.outcome) {
+			t.Errorf("notes %v: want %v", notes, n)
+		}
 	}
 }
 

@@ -39,6 +39,7 @@ type proxyFlags struct {
 	by         string
 	trusted    []string
 	logFormat  string
+	logLevel   logLevel
 	reload     reloadFlags
 	listen     listenFlags
 	fleetGiven []string // cluster flags given without --config
@@ -97,6 +98,7 @@ func newProxyCmd() *cobra.Command {
 	fl.StringVar(&f.failureMode, "failure-mode", string(failover.FailOpen), "with --redis: fail_open, fail_closed or fail_local when Redis cannot answer")
 	fl.DurationVar(&f.storeTimeout, "store-timeout", failover.DefaultTimeout, "with --redis: the longest a decision waits")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.Var(&f.logLevel, "log-level", "the least severe level logged: debug, info, warn or error")
 	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory; past it the least recently used key is forgotten (0: unbounded)")
 	registerFleet(fl, &f.fleet)
 	f.reload.register(fl)
@@ -189,7 +191,7 @@ func oneLineStores(f proxyFlags) (assemble.Config, error) {
 }
 
 func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
-	log, err := newLogger(stderr, f.logFormat)
+	log, err := newLogger(stderr, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
 	}
@@ -237,7 +239,7 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 // runRoutedProxy is `floodgate proxy --config`: the routes and descriptors
 // of a policy, decided by serve's engine over serve's stores.
 func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
-	log, err := newLogger(stderr, f.logFormat)
+	log, err := newLogger(stderr, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,7 @@ type serveFlags struct {
 	countDenied bool
 	envoyHdrs   envoyHeaderFlags
 	logFormat   string
+	logLevel    logLevel
 	reload      reloadFlags
 	listen      listenFlags
 	compat      compatFlags
@@ -100,6 +101,7 @@ func newServeCmd() *cobra.Command {
 	fl.BoolVar(&f.countDenied, "count-denied-hits", false, "on the Envoy surfaces (gRPC, /json), count the hits a limit denies too, as Envoy's service does: once a request is denied, a smaller one later in the window is denied too (memory and Redis stores)")
 	f.envoyHdrs.register(fl)
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.Var(&f.logLevel, "log-level", "the least severe level logged: debug, info, warn or error")
 	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory by the memory store and the strategies' local state; past it the least recently used key is forgotten (0: unbounded)")
 	registerFleet(fl, &f.fleet)
 	f.reload.register(fl)
@@ -129,18 +131,19 @@ func applyEnv(cmd *cobra.Command) error {
 	return errors.Join(errs...)
 }
 
-func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+func newLogger(w io.Writer, format string, level logLevel) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: slog.Level(level)}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, nil)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, nil)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
 func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
-	log, err := newLogger(stderr, f.logFormat)
+	log, err := newLogger(stderr, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
 	}

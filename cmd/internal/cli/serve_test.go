@@ -207,6 +207,8 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{[]string{"--http", "256.0.0.1:80"}, nil, "--http"},
 		{nil, map[string]string{"FLOODGATE_STORE_TIMEOUT": "soon"}, "FLOODGATE_STORE_TIMEOUT"},
 		{[]string{"--log-format", "xml"}, nil, "--log-format"},
+		{[]string{"--log-level", "verbose"}, nil, `"verbose" for "--log-level" flag: log level "verbose": want debug, info, warn, error`},
+		{nil, map[string]string{"FLOODGATE_LOG_LEVEL": "WARNING"}, `FLOODGATE_LOG_LEVEL="WARNING": log level "WARNING": want debug, info, warn, error`},
 		{[]string{"--envoy-limit-headers", "--envoy-reset-header", "Reset After"}, nil, `invalid header name for the reset header: "Reset After"`},
 	} {
 		for k, v := range tc.env {
