@@ -26,9 +26,10 @@ func newBenchCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Load a rate-limit service over gRPC (ShouldRateLimit) or HTTP (/v1/allow) and report calls/s and latency",
+		Short: "Load a rate-limit service over gRPC (ShouldRateLimit), HTTP (/v1/allow) or gubernator's GetRateLimits and report calls/s and latency",
 		Example: "  floodgate bench --target grpc --addr 127.0.0.1:8081 --concurrency 64 --duration 10s\n" +
-			"  floodgate bench --target http --addr 127.0.0.1:8080 --limit token_bucket:1000/1s --rate 5000",
+			"  floodgate bench --target http --addr 127.0.0.1:8080 --limit token_bucket:1000/1s --rate 5000\n" +
+			"  floodgate bench --target gubernator --addr 127.0.0.1:1051 --limit token_bucket:1000000/1m --concurrency 64",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Target = loadgen.Target(target)
@@ -52,7 +53,7 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&target, "target", string(loadgen.TargetGRPC), "grpc (ShouldRateLimit) or http (POST /v1/allow)")
+	f.StringVar(&target, "target", string(loadgen.TargetGRPC), "grpc (ShouldRateLimit), http (POST /v1/allow) or gubernator (its GetRateLimits over gRPC: name --domain, unique_key descriptor-key:N)")
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "the service's address (host:port, or a base URL for http)")
 	f.IntVar(&cfg.Concurrency, "concurrency", loadgen.DefaultConcurrency, "concurrent callers")
 	f.IntVar(&cfg.Conns, "conns", loadgen.DefaultConns, "gRPC connections to spread the callers over")
@@ -62,7 +63,7 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&cfg.Keys, "keys", loadgen.DefaultKeys, "distinct keys (descriptor values) to spread calls over")
 	f.StringVar(&cfg.Domain, "domain", loadgen.DefaultDomain, "policy domain")
 	f.StringVar(&cfg.DescriptorKey, "descriptor-key", loadgen.DefaultDescriptorKey, "descriptor entry key")
-	f.StringVar(&cfg.Limit, "limit", "", "http only: send this explicit limit (algorithm:rate/period[:burst=N]) instead of a policy lookup")
+	f.StringVar(&cfg.Limit, "limit", "", "http: send this explicit limit (algorithm:rate/period[:burst=N]) instead of a policy lookup; gubernator: required, token_bucket (no burst) or leaky_bucket")
 	f.Int64Var(&cfg.Cost, "cost", loadgen.DefaultCost, "cost (hits) per call")
 	f.DurationVar(&cfg.Timeout, "timeout", loadgen.DefaultTimeout, "per-call timeout")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")

@@ -19,7 +19,13 @@ const (
 	TargetGRPC Target = "grpc"
 	// TargetHTTP posts to /v1/allow.
 	TargetHTTP Target = "http"
+	// TargetGubernator calls gubernator's pb.gubernator.V1/GetRateLimits,
+	// for comparing Floodgate with it on the same load.
+	TargetGubernator Target = "gubernator"
 )
+
+// targetChoices lists the targets for error messages.
+const targetChoices = `"grpc", "http" or "gubernator"`
 
 // Defaults applied by [Run] to zero fields of [Config]; exported so that the
 // command line can show them in its flag help.
@@ -41,7 +47,7 @@ const MaxConcurrency = 10000
 // Config describes one run. The zero value of every field but Target and
 // Addr means its default.
 type Config struct {
-	// Target is the protocol: TargetGRPC or TargetHTTP.
+	// Target is the protocol: TargetGRPC, TargetHTTP or TargetGubernator.
 	Target Target
 	// Addr is host:port for gRPC; for HTTP either host:port or a base URL
 	// such as http://host:port/prefix, to which /v1/allow is appended.
@@ -69,9 +75,11 @@ type Config struct {
 	// DescriptorKey is the descriptor entry key, and the key prefix of
 	// explicit-limit HTTP calls (default "user").
 	DescriptorKey string
-	// Limit, for the HTTP target only, sends this explicit limit with every
+	// Limit, for the HTTP target, sends this explicit limit with every
 	// call instead of asking the server to look up a policy; see ParseLimit
-	// for its syntax.
+	// for its syntax. The gubernator target requires it (gubernator takes
+	// the limit from each call) and accepts token_bucket without a burst of
+	// its own and leaky_bucket, with a period of whole milliseconds.
 	Limit string
 	// Cost is the units each call consumes: hits_addend for gRPC, cost for
 	// HTTP (default 1).
@@ -103,7 +111,7 @@ func badField(field, format string, args ...any) error {
 type plan struct {
 	Config
 	url   string // HTTP: the full /v1/allow URL
-	limit *Limit // HTTP: the parsed explicit limit, nil for policy lookups
+	limit *Limit // HTTP, gubernator: the parsed explicit limit, nil for policy lookups
 }
 
 // resolve applies the defaults and validates every field, naming the first
@@ -120,11 +128,11 @@ func (c Config) resolve() (plan, error) {
 	setDefault(&p.Timeout, DefaultTimeout)
 
 	switch p.Target {
-	case TargetGRPC, TargetHTTP:
+	case TargetGRPC, TargetHTTP, TargetGubernator:
 	case "":
-		return p, badField("Target", "empty; want %q or %q", TargetGRPC, TargetHTTP)
+		return p, badField("Target", "empty; want %s", targetChoices)
 	default:
-		return p, badField("Target", "%q; want %q or %q", string(p.Target), TargetGRPC, TargetHTTP)
+		return p, badField("Target", "%q; want %s", string(p.Target), targetChoices)
 	}
 	if strings.TrimSpace(p.Addr) == "" {
 		return p, badField("Addr", "empty; want host:port")
@@ -136,8 +144,8 @@ func (c Config) resolve() (plan, error) {
 		return p, badField("Concurrency", "%d exceeds the maximum %d", p.Concurrency, MaxConcurrency)
 	case p.Conns < 0:
 		return p, badField("Conns", "must be positive, got %d", p.Conns)
-	case p.Conns > 1 && p.Target != TargetGRPC:
-		return p, badField("Conns", "applies only to the %s target (HTTP keeps one connection per worker alive)", TargetGRPC)
+	case p.Conns > 1 && p.Target == TargetHTTP:
+		return p, badField("Conns", "applies only to the gRPC targets, %s and %s (HTTP keeps one connection per worker alive)", TargetGRPC, TargetGubernator)
 	case p.Conns > p.Concurrency:
 		// Workers are spread round-robin over the connections, so the
 		// surplus would never carry a call.
@@ -167,11 +175,26 @@ func (c Config) resolve() (plan, error) {
 	switch p.Target {
 	case TargetGRPC:
 		if p.Limit != "" {
-			return p, badField("Limit", "applies only to the %s target; RateLimitService looks the limit up by Domain and descriptor", TargetHTTP)
+			return p, badField("Limit", "applies only to the %s and %s targets; RateLimitService looks the limit up by Domain and descriptor", TargetHTTP, TargetGubernator)
 		}
-		if _, port, err := net.SplitHostPort(p.Addr); err != nil || port == "" {
-			return p, badField("Addr", "%q is not host:port", p.Addr)
+		if err := checkHostPort(p.Addr); err != nil {
+			return p, err
 		}
+	case TargetGubernator:
+		if err := checkHostPort(p.Addr); err != nil {
+			return p, err
+		}
+		if p.Limit == "" {
+			return p, badField("Limit", "required by the %s target: gubernator takes the limit from each call (e.g. token_bucket:1000000/1m)", TargetGubernator)
+		}
+		l, err := ParseLimit(p.Limit)
+		if err == nil {
+			_, err = guberLimit(l)
+		}
+		if err != nil {
+			return p, &ConfigError{Field: "Limit", Err: err}
+		}
+		p.limit = &l
 	case TargetHTTP:
 		u, err := allowURL(p.Addr)
 		if err != nil {
@@ -187,6 +210,14 @@ func (c Config) resolve() (plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// checkHostPort accepts the host:port a gRPC target dials.
+func checkHostPort(addr string) error {
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return badField("Addr", "%q is not host:port", addr)
+	}
+	return nil
 }
 
 func setDefault[T comparable](v *T, def T) {

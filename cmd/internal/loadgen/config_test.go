@@ -37,7 +37,7 @@ func TestConfigValidation(t *testing.T) {
 		field string
 		msg   string // a fragment the message must contain
 	}{
-		{"no target", Config{Addr: "127.0.0.1:1"}, "Target", `want "grpc" or "http"`},
+		{"no target", Config{Addr: "127.0.0.1:1"}, "Target", `want "grpc", "http" or "gubernator"`},
 		{"bad target", Config{Target: "GRPC", Addr: "127.0.0.1:1"}, "Target", `"GRPC"`},
 		{"no addr", Config{Target: TargetGRPC}, "Addr", "empty"},
 		{"grpc addr without port", grpc(func(c *Config) { c.Addr = "localhost" }), "Addr", "not host:port"},
@@ -48,7 +48,7 @@ func TestConfigValidation(t *testing.T) {
 		{"negative concurrency", grpc(func(c *Config) { c.Concurrency = -1 }), "Concurrency", "-1"},
 		{"huge concurrency", grpc(func(c *Config) { c.Concurrency = MaxConcurrency + 1 }), "Concurrency", "maximum"},
 		{"negative conns", grpc(func(c *Config) { c.Conns = -2 }), "Conns", "-2"},
-		{"conns for http", http(func(c *Config) { c.Conns = 2 }), "Conns", "only to the grpc target"},
+		{"conns for http", http(func(c *Config) { c.Conns = 2 }), "Conns", "only to the gRPC targets"},
 		{"conns above concurrency", grpc(func(c *Config) { c.Conns, c.Concurrency = 5, 4 }), "Conns", "idle"},
 		{"negative duration", grpc(func(c *Config) { c.Duration = -time.Second }), "Duration", "-1s"},
 		{"negative requests", grpc(func(c *Config) { c.Requests = -1 }), "Requests", "-1"},
@@ -61,7 +61,7 @@ func TestConfigValidation(t *testing.T) {
 		{"negative cost", grpc(func(c *Config) { c.Cost = -1 }), "Cost", "-1"},
 		{"cost beyond uint32", grpc(func(c *Config) { c.Cost = math.MaxUint32 + 1 }), "Cost", "maximum"},
 		{"negative timeout", grpc(func(c *Config) { c.Timeout = -time.Millisecond }), "Timeout", "-1ms"},
-		{"limit for grpc", grpc(func(c *Config) { c.Limit = "token_bucket:1/1s" }), "Limit", "only to the http target"},
+		{"limit for grpc", grpc(func(c *Config) { c.Limit = "token_bucket:1/1s" }), "Limit", "only to the http and gubernator targets"},
 		{"bad limit", http(func(c *Config) { c.Limit = "token_bucket:0/1s" }), "Limit", "rate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,5 +1,6 @@
 // Package loadgen is the engine of `floodgate bench`: a load generator for
-// rate-limit services that speaks the two protocols Floodgate serves.
+// rate-limit services that speaks the two protocols Floodgate serves, and
+// gubernator's, to compare Floodgate with it.
 //
 //   - [TargetGRPC]: Envoy's envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit.
 //     Each call asks about one descriptor {DescriptorKey: value} in Domain;
@@ -8,6 +9,13 @@
 //     for the key "DescriptorKey:value" (when [Config.Limit] is set) or a
 //     policy lookup by domain and descriptor. 200 counts as allowed, 429 as
 //     denied.
+//   - [TargetGubernator]: gubernator's pb.gubernator.V1/GetRateLimits over
+//     gRPC, one RateLimitReq per call: name Domain, unique_key
+//     "DescriptorKey:value", hits Cost, and the limit of [Config.Limit]
+//     (gubernator takes it from each call), behavior BATCHING, its default.
+//     UNDER_LIMIT counts as allowed, OVER_LIMIT as denied, an error text as
+//     an error. Its messages are encoded by hand (protowire), so gubernator
+//     is not a dependency.
 //
 // Anything else (another status or overall code, a transport error, a
 // timeout) counts as an error. The values are "0" .. Keys-1, drawn uniformly

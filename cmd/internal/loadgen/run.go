@@ -43,6 +43,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		t, err = newGRPC(ctx, p)
 	case TargetHTTP:
 		t, err = newHTTP(p)
+	case TargetGubernator:
+		t, err = newGubernator(ctx, p)
 	}
 	if err != nil {
 		return Report{}, err
