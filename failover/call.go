@@ -120,6 +120,9 @@ func (p *StorePanic) String() string {
 // cannot hold the caller; the goroutine ends when the store returns, and the
 // buffered channel lets it end even when nobody waits any more.
 func callWithTimeout[T any](l *core, ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	if l.selfTimed { // the store keeps the bound itself (SelfTimed)
+		return call(ctx)
+	}
 	tctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	if l.direct { // the store returns by the deadline itself: no goroutine needed

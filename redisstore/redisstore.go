@@ -278,6 +278,12 @@ func multiplex(connections int) int {
 // call the Limiter on the caller's goroutine (see failover.DeadlineAware).
 func (l *Limiter) HonorsDeadline() bool { return true }
 
+// CallTimeout is Config.Timeout, the longest any call waits (see
+// failover.SelfTimed): each waits on its own timer, for Timeout or its
+// context's deadline, whichever comes first, and returns when its context
+// is cancelled.
+func (l *Limiter) CallTimeout() time.Duration { return l.cfg.Timeout }
+
 // Client is the Limiter's connection to Redis, for other parts of the same
 // process that keep their own state there (the cluster strategies), so that
 // they share its pipelined connections instead of opening their own.
