@@ -19,7 +19,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"google.golang.org/grpc"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cmd/internal/engine"
@@ -95,7 +94,6 @@ type Server struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	handler http.Handler
-	grpc    *grpc.Server
 	health  *healthServer
 	drain   *listen.Drain
 
@@ -131,17 +129,11 @@ func New(opts Options) *Server {
 	s.stopping = s.drain.Draining()
 	s.handler = s.routes()
 	s.health = &healthServer{s: s, poll: time.Second}
-	s.grpc = s.newGRPC()
 	return s
 }
 
 // Handler returns every HTTP route.
 func (s *Server) Handler() http.Handler { return s.handler }
-
-// GRPC returns the gRPC server: RateLimitService, grpc.health.v1 (serving
-// while Ready says so) and reflection. Serve serves it; a caller that
-// serves it on its own stops it on its own.
-func (s *Server) GRPC() *grpc.Server { return s.grpc }
 
 // ready is nil when the service should receive traffic.
 func (s *Server) ready() error {
@@ -169,7 +161,9 @@ func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
 		servers = append(servers, listen.HTTP(s.drain.HTTPServer(s.handler), httpLn))
 	}
 	if grpcLn != nil {
-		servers = append(servers, listen.GRPC(s.grpc, grpcLn))
+		// built here, not in New: its stream workers run until it stops,
+		// which only Serve does
+		servers = append(servers, listen.GRPC(s.newGRPC(), grpcLn))
 	}
 	return s.drain.Serve(ctx, servers...)
 }
