@@ -1,0 +1,31 @@
+# Helpers of the side-by-side benchmark scripts (scripts/bench-*.sh); sourced,
+# not run. The sourcing script sets $prog (its name, for messages) and $work
+# (its scratch directory) first.
+
+# wait_port PORT: until something listens on 127.0.0.1:PORT (30 s at most).
+wait_port() {
+	for _ in $(seq 300); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "$prog: nothing listens on 127.0.0.1:$1; logs in $work" >&2
+	exit 1
+}
+
+# cpu_ticks PID: its utime+stime, in clock ticks (getconf CLK_TCK per second).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# children_ms FILE: the CPU time (user+system) of this shell's finished
+# children, in ms, into $work/FILE.
+children_ms() {
+	times >"$work/times"
+	awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); t += p[1] * 60000 + p[2] * 1000 } printf "%d", t }' "$work/times" >"$work/$1"
+}
+
+# awk_median is an awk function, median(a, n), of a[1..n]; paste it into an
+# awk program.
+awk_median='
+function median(a, n,   i, j, t) {
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}'
