@@ -249,10 +249,10 @@ func (e *envoyEnv) configSource() {
 // Floodgate cannot honour are refused.
 func (e *envoyEnv) decisions() {
 	if e.boolean("SHADOW_MODE", false) {
-		e.refuse("SHADOW_MODE", "true", "Floodgate has no global shadow mode: set shadow_mode: true on the descriptors instead")
+		e.set("SHADOW_MODE", "shadow-mode", "true")
 	}
 	if e.boolean("QUOTA_MODE", false) {
-		e.refuse("QUOTA_MODE", "true", "Floodgate has no global quota mode: set quota_mode: true on the descriptors instead")
+		e.set("QUOTA_MODE", "quota-mode", "true")
 	}
 	// envoyproxy/ratelimit counts every hit, denied or not, unless told to
 	// stop counting once a request is over the limit: then a denied request

@@ -21,7 +21,7 @@ func compatServe(t *testing.T, environ []string, args ...string) (map[string]str
 	values := map[string]string{}
 	for _, name := range []string{"http", "grpc", "config", "redis", "redis-username", "redis-password", "redis-tls", "redis-tls-ca",
 		"redis-tls-cert", "redis-tls-key", "redis-tls-skip-hostname-verification", "redis-sentinel-master", "redis-sentinel-username",
-		"redis-sentinel-password", "redis-prefix", "log-format", "log-level", "headers", "atomic", "count-denied-hits", "allow-empty-config", "merge-domains",
+		"redis-sentinel-password", "redis-prefix", "log-format", "log-level", "shadow-mode", "quota-mode", "headers", "atomic", "count-denied-hits", "allow-empty-config", "merge-domains",
 		"envoy-limit-headers", "envoy-limit-header", "envoy-remaining-header", "envoy-reset-header"} {
 		values[name] = cmd.Flags().Lookup(name).Value.String()
 	}
@@ -90,7 +90,10 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 				"envoy-remaining-header": "X-Left", "envoy-reset-header": "X-Reset"}},
 		{name: "header names without the headers are ignored, as there", env: append([]string{"LIMIT_LIMIT_HEADER=X-Limit"}, tcpRedis...),
 			want: map[string]string{"headers": "false", "envoy-limit-headers": "false", "envoy-limit-header": "RateLimit-Limit"}},
-		{name: "shadow and quota mode off", env: append([]string{"SHADOW_MODE=false", "QUOTA_MODE=false"}, tcpRedis...), want: map[string]string{}},
+		{name: "shadow and quota mode off", env: append([]string{"SHADOW_MODE=false", "QUOTA_MODE=false"}, tcpRedis...),
+			want: map[string]string{"shadow-mode": "false", "quota-mode": "false"}},
+		{name: "global shadow mode", env: append([]string{"SHADOW_MODE=true"}, tcpRedis...), want: map[string]string{"shadow-mode": "true", "quota-mode": "false"}},
+		{name: "global quota mode", env: append([]string{"QUOTA_MODE=1"}, tcpRedis...), want: map[string]string{"shadow-mode": "false", "quota-mode": "true"}},
 
 		{name: "unix socket, its default", env: nil, want: map[string]string{"redis": "unix:///var/run/nutcracker/ratelimit.sock"}},
 		{name: "unix socket with a password", env: []string{"REDIS_SOCKET_TYPE=unix", "REDIS_URL=/run/redis/redis.sock", "REDIS_AUTH=s3cret"},
@@ -106,8 +109,7 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 			wantErr: "wants the master set's name"},
 		{name: "two addresses for a single Redis", env: []string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=a:1,b:2"}, wantErr: "takes one address"},
 		{name: "memcached", env: append([]string{"BACKEND_TYPE=memcache"}, tcpRedis...), wantErr: "no memcached store"},
-		{name: "global shadow mode", env: append([]string{"SHADOW_MODE=true"}, tcpRedis...), wantErr: "SHADOW_MODE=true cannot be honoured"},
-		{name: "global quota mode", env: append([]string{"QUOTA_MODE=true"}, tcpRedis...), wantErr: "QUOTA_MODE=true"},
+		{name: "bad shadow mode", env: append([]string{"SHADOW_MODE=on"}, tcpRedis...), wantErr: `SHADOW_MODE="on": want true or false`},
 		{name: "xDS", env: append([]string{"CONFIG_TYPE=GRPC_XDS_SOTW"}, tcpRedis...), wantErr: "CONFIG_TYPE=GRPC_XDS_SOTW"},
 		{name: "gRPC on a Unix socket", env: append([]string{"GRPC_UDS=/tmp/rl.sock"}, tcpRedis...), wantErr: "GRPC_UDS"},
 		{name: "gRPC over TLS", env: append([]string{"GRPC_SERVER_USE_TLS=true"}, tcpRedis...), wantErr: "GRPC_SERVER_USE_TLS"},
@@ -139,7 +141,7 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 
 // A refusal is errCompat, for callers that tell it from a typo.
 func TestEnvoyRatelimitRefusalIsErrCompat(t *testing.T) {
-	_, _, err := compatServe(t, append([]string{"SHADOW_MODE=true"}, tcpRedis...))
+	_, _, err := compatServe(t, append([]string{"BACKEND_TYPE=memcache"}, tcpRedis...))
 	if !errors.Is(err, errCompat) {
 		t.Fatalf("error = %v, want errCompat", err)
 	}

@@ -105,6 +105,7 @@ func newServeCmd() *cobra.Command {
 	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory by the memory store and the strategies' local state; past it the least recently used key is forgotten (0: unbounded)")
 	registerFleet(fl, &f.fleet)
 	f.reload.register(fl)
+	f.reload.registerModes(fl)
 	f.listen.register(fl, false)
 	f.compat.register(fl)
 	return cmd
@@ -225,7 +226,11 @@ func loadPolicies(path string, flags reloadFlags) (*policy.Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		return policy.NewSet(p)
+		set, err := policy.NewSet(p)
+		if err != nil {
+			return nil, err
+		}
+		return set.WithModes(flags.modes), nil
 	}
 	return flags.parse(config.ReadFiles(path))
 }
