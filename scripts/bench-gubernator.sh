@@ -2,14 +2,18 @@
 # Measures `floodgate serve` in memory against a single gubernator node on the
 # same load (docs/benchmarks.md, "floodgate serve vs gubernator (in memory)",
 # explains the figures): one token bucket of 1,000,000 per minute per key, a
-# limit no key reaches, `floodgate bench` closed loop over gRPC. Two services
-# run side by side, each idle while the other is measured:
-#   gubernator  one node with its defaults (member-list discovery knowing only
-#               itself), GetRateLimits with TOKEN_BUCKET and BATCHING (its
-#               default behavior), `floodgate bench --target gubernator`
-#   floodgate   floodgate serve --config (the same token bucket as a policy),
-#               no --redis: counts in memory; ShouldRateLimit, --target grpc
-# Each round measures both, in an order that alternates; before each run a
+# limit no key reaches, `floodgate bench` closed loop over gRPC. Three services
+# run side by side, each idle while another is measured:
+#   gubernator           one node with its defaults (member-list discovery
+#                        knowing only itself; traces recorded, exported nowhere:
+#                        OTEL_TRACES_EXPORTER=none), GetRateLimits with
+#                        TOKEN_BUCKET and BATCHING (its default behavior),
+#                        `floodgate bench --target gubernator`
+#   gubernator-untraced  the same with OTEL_TRACES_SAMPLER=always_off
+#   floodgate            floodgate serve --config (the same token bucket as a
+#                        policy), no --redis: counts in memory; ShouldRateLimit,
+#                        `floodgate bench --target grpc`
+# Each round measures all three in a rotating order; before each run a
 # warm-up run is thrown away. Each service's CPU time
 # (utime+stime from /proc/PID/stat) over the measured run is divided by its
 # decisions. Everything listens on 127.0.0.1; the script stops what it
@@ -20,7 +24,7 @@
 #   FLOODGATE_GUBER_BENCH_ROUNDS   rounds (default 3)
 #   FLOODGATE_GUBER_BENCH_CONC     closed-loop callers (default 64)
 #   FLOODGATE_GUBER_BENCH_KEYS     distinct keys (default 10000; gubernator's default cache holds 50,000)
-#   FLOODGATE_GUBER_BENCH_PORT     first of the 5 consecutive ports used (default 17480)
+#   FLOODGATE_GUBER_BENCH_PORT     first of the 8 consecutive ports used (default 17480)
 # Needs jq and curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,31 +69,42 @@ descriptors:
 EOF
 
 declare -A addr pid
-names=(gubernator floodgate)
-(cd "$work" && exec env OTEL_TRACES_EXPORTER=none \
-	GUBER_GRPC_ADDRESS="127.0.0.1:$port" GUBER_HTTP_ADDRESS="127.0.0.1:$((port + 1))" \
-	GUBER_MEMBERLIST_ADDRESS="127.0.0.1:$((port + 2))" GUBER_MEMBERLIST_BIND_ADDRESS="127.0.0.1:$((port + 2))" \
-	GUBER_MEMBERLIST_KNOWN_NODES="127.0.0.1:$((port + 2))" "$guber" >"$work/gubernator.log" 2>&1) &
-pids+=($!)
-pid[gubernator]=$!
-addr[gubernator]=127.0.0.1:$port
+names=(gubernator gubernator-untraced floodgate)
+# gubernator NAME FIRST_PORT [VAR=VALUE...] starts a node: gRPC on
+# FIRST_PORT, HTTP on the next, its member list (knowing only itself) on the
+# third; once it has found itself, since until then every call fails with
+# "unable to pick a peer".
+gubernator() {
+	local name=$1 p=$2
+	shift 2
+	(cd "$work" && exec env OTEL_TRACES_EXPORTER=none \
+		GUBER_GRPC_ADDRESS="127.0.0.1:$p" GUBER_HTTP_ADDRESS="127.0.0.1:$((p + 1))" \
+		GUBER_MEMBERLIST_ADDRESS="127.0.0.1:$((p + 2))" GUBER_MEMBERLIST_BIND_ADDRESS="127.0.0.1:$((p + 2))" \
+		GUBER_MEMBERLIST_KNOWN_NODES="127.0.0.1:$((p + 2))" "$@" "$guber" >"$work/$name.log" 2>&1) &
+	pids+=($!)
+	pid[$name]=$!
+	addr[$name]=127.0.0.1:$p
+	wait_port "$p"
+	for _ in $(seq 100); do
+		grep -q '"peer_count":1' <(curl -s "http://127.0.0.1:$((p + 1))/v1/HealthCheck" 2>/dev/null) && return
+		sleep 0.1
+	done
+	echo "$prog: $name found no peer; logs in $work" >&2
+	exit 1
+}
+gubernator gubernator "$port"
+gubernator gubernator-untraced $((port + 3)) OTEL_TRACES_SAMPLER=always_off
 "$work/floodgate" serve --config "$work/bench.yaml" \
-	--http "127.0.0.1:$((port + 3))" --grpc "127.0.0.1:$((port + 4))" >"$work/floodgate.log" 2>&1 &
+	--http "127.0.0.1:$((port + 6))" --grpc "127.0.0.1:$((port + 7))" >"$work/floodgate.log" 2>&1 &
 pids+=($!)
 pid[floodgate]=$!
-addr[floodgate]=127.0.0.1:$((port + 4))
-for n in "${names[@]}"; do wait_port "${addr[$n]#*:}"; done
-# gubernator listens before its member list has found itself; until then
-# every call fails with "unable to pick a peer".
-for _ in $(seq 100); do
-	grep -q '"peer_count":1' <(curl -s "http://127.0.0.1:$((port + 1))/v1/HealthCheck" 2>/dev/null) && break
-	sleep 0.1
-done
+addr[floodgate]=127.0.0.1:$((port + 7))
+wait_port $((port + 7))
 
 hz=$(getconf CLK_TCK)
 bench() { # bench SERVICE SECONDS: one closed-loop run, its JSON report on stdout
 	local target=(--target grpc)
-	[ "$1" = gubernator ] && target=(--target gubernator --limit "$limit")
+	[ "$1" != floodgate ] && target=(--target gubernator --limit "$limit")
 	"$work/floodgate" bench "${target[@]}" --addr "${addr[$1]}" --concurrency "$conc" --keys "$keys" \
 		--domain bench --descriptor-key user --duration "${2}s" --json
 }
@@ -98,8 +113,8 @@ echo "uptime before: $(uptime)"
 printf "round\tservice\tdecisions/s\tp50_ms\tp99_ms\terrors\tdenied\tcpu_us/dec\tbench_us/dec\n"
 results=$work/results.tsv
 for r in $(seq "$rounds"); do
-	for i in 0 1; do
-		n=${names[$(((i + r - 1) % 2))]}
+	for i in 0 1 2; do
+		n=${names[$(((i + r - 1) % 3))]}
 		bench "$n" "$warm" >/dev/null
 		c0=$(cpu_ticks "${pid[$n]}")
 		children_ms b0
@@ -115,22 +130,22 @@ for r in $(seq "$rounds"); do
 done
 echo "uptime after: $(uptime)"
 
-# Medians per service, and floodgate's ratio to gubernator per round
+# Medians per service, and floodgate's ratio to each gubernator per round
 # (median, and min..max over the rounds).
 awk -F'\t' -v rounds="$rounds" "$awk_median"'
-function spread(col, label,   r, a, n, lo, hi) {
+function spread(name, col, label,   r, a, n, lo, hi) {
 	n = 0
-	for (r = 1; r <= rounds; r++) { a[++n] = v[r, "floodgate", col] / v[r, "gubernator", col] }
+	for (r = 1; r <= rounds; r++) { a[++n] = v[r, "floodgate", col] / v[r, name, col] }
 	lo = hi = a[1]
 	for (r = 2; r <= n; r++) { if (a[r] < lo) lo = a[r]; if (a[r] > hi) hi = a[r] }
-	printf "floodgate / gubernator %-12s %.2fx (rounds %.2f..%.2f)\n", label, median(a, n), lo, hi
+	printf "floodgate / %-19s %-12s %.2fx (rounds %.2f..%.2f)\n", name, label, median(a, n), lo, hi
 }
 { for (c = 3; c <= 9; c++) v[$1, $2, c] = $c }
 END {
-	printf "\nmedians of %d rounds\n%-11s %12s %9s %9s %10s %12s\n", rounds, "service", "decisions/s", "p50 ms", "p99 ms", "CPU us/dec", "bench us/dec"
-	split("gubernator floodgate", names, " ")
-	for (k = 1; k <= 2; k++) {
-		printf "%-11s", names[k]
+	printf "\nmedians of %d rounds\n%-19s %12s %9s %9s %10s %12s\n", rounds, "service", "decisions/s", "p50 ms", "p99 ms", "CPU us/dec", "bench us/dec"
+	split("gubernator gubernator-untraced floodgate", names, " ")
+	for (k = 1; k <= 3; k++) {
+		printf "%-19s", names[k]
 		split("3 4 5 8 9", cols, " ")
 		for (m = 1; m <= 5; m++) {
 			n = 0
@@ -140,5 +155,6 @@ END {
 		printf "\n"
 	}
 	printf "\n"
-	spread(3, "decisions/s"); spread(5, "p99"); spread(8, "CPU/dec")
+	spread("gubernator", 3, "decisions/s"); spread("gubernator", 5, "p99"); spread("gubernator", 8, "CPU/dec")
+	spread("gubernator-untraced", 3, "decisions/s"); spread("gubernator-untraced", 5, "p99"); spread("gubernator-untraced", 8, "CPU/dec")
 }' "$results"
