@@ -229,10 +229,9 @@ func (e *envoyEnv) configSource() {
 	e.ignorePrefix("used only with CONFIG_TYPE=GRPC_XDS_SOTW", "XDS_CLIENT_")
 	dir := filepath.Join(e.str("RUNTIME_ROOT", "/srv/runtime_data/current"), e.str("RUNTIME_SUBDIRECTORY", ""), e.str("RUNTIME_APPDIRECTORY", "config"))
 	e.set("RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY", "config", dir)
-	if e.boolean("RUNTIME_WATCH_ROOT", true) {
-		e.plan.notes = append(e.plan.notes, compatNote{"RUNTIME_WATCH_ROOT",
-			"ignored (Floodgate reloads when the files in " + dir + " change, as with RUNTIME_WATCH_ROOT=false; a swap of the RUNTIME_ROOT symlink alone is not seen: send SIGHUP or POST /admin/reload after one)"})
-	}
+	e.boolean("RUNTIME_WATCH_ROOT", true) // read for its errors: either way Floodgate watches both
+	e.ignore("Floodgate reloads both when the files in "+dir+" change and when a symbolic link on the way to them is swapped "+
+		"(RUNTIME_ROOT's), whatever its value", "RUNTIME_WATCH_ROOT")
 	if !e.boolean("RUNTIME_IGNOREDOTFILES", false) {
 		e.ignore("Floodgate never loads dot files, and reads only *.yaml and *.yml", "RUNTIME_IGNOREDOTFILES")
 	}

@@ -116,6 +116,7 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 		{name: "bad boolean", env: append([]string{"REDIS_TLS=yes"}, tcpRedis...), wantErr: `REDIS_TLS="yes": want true or false`},
 		{name: "unknown log level", env: append([]string{"LOG_LEVEL=verbose"}, tcpRedis...),
 			wantErr: `LOG_LEVEL="verbose": want trace, debug, info, warn, warning, error, fatal or panic`},
+		{name: "bad RUNTIME_WATCH_ROOT", env: append([]string{"RUNTIME_WATCH_ROOT=sometimes"}, tcpRedis...), wantErr: `RUNTIME_WATCH_ROOT="sometimes": want true or false`},
 		{name: "bad port", env: append([]string{"PORT=http"}, tcpRedis...), wantErr: `PORT="http": want a port number`},
 	}
 	for _, tt := range tests {
@@ -151,7 +152,7 @@ func TestEnvoyRatelimitRefusalIsErrCompat(t *testing.T) {
 // its reason, never dropped in silence.
 func TestEnvoyRatelimitIgnoredVariablesAreReported(t *testing.T) {
 	env := append([]string{"USE_STATSD=true", "USE_PROMETHEUS=true", "LOCAL_CACHE_SIZE_IN_BYTES=1048576", "NEAR_LIMIT_RATIO=0.9",
-		"REDIS_PERSECOND=true", "REDIS_PERSECOND_URL=10.0.0.6:6379", "REDIS_POOL_SIZE=20", "DEBUG_PORT=6070",
+		"REDIS_PERSECOND=true", "REDIS_PERSECOND_URL=10.0.0.6:6379", "REDIS_POOL_SIZE=20", "DEBUG_PORT=6070", "RUNTIME_WATCH_ROOT=false",
 		"TRACING_ENABLED=true"}, tcpRedis...)
 	_, notes, err := compatServe(t, env)
 	if err != nil {

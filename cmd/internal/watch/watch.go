@@ -1,18 +1,25 @@
 // Package watch tells when the files of a policy change, so that the
 // service can reload its policies without a restart. It watches the
 // directories of the paths given (so that editors that replace a file by
-// renaming, and Kubernetes ConfigMap symlink swaps, are seen) and the
-// directories their symbolic links lead to, coalesces bursts of events,
-// and reports a change only when the files the policy loads differ from
-// the last time: a log written next to the policy, or a file that stays
-// deleted, is not a change.
+// renaming, and Kubernetes ConfigMap symlink swaps, are seen), the
+// directories their symbolic links lead to, and the directories holding
+// the symbolic links on the way to the paths, so that a swap of a link
+// above the policy's directory is seen too: envoyproxy/ratelimit's
+// RUNTIME_ROOT (`ln -s new tmp && mv -T tmp current`), or a ConfigMap's
+// "..data" when the policy is a directory inside it. It coalesces bursts
+// of events, and reports a change only when the files the policy loads
+// differ from the last time: a log written next to the policy, or a file
+// that stays deleted, is not a change.
 package watch
 
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -43,6 +50,9 @@ func Watch(ctx context.Context, paths []string, changed func()) error {
 			w.Close()
 			return fmt.Errorf("watch %s: %w", dir, err)
 		}
+	}
+	for _, dir := range linkDirs(paths) {
+		_ = w.Add(dir) // best effort: without it a swap above the paths goes unseen, as before
 	}
 	fp := newFingerprint(paths, w.Add)
 	go func() {
@@ -88,17 +98,75 @@ func newFingerprint(paths []string, watch func(string) error) *fingerprint {
 }
 
 // read digests the files now and watches where their links lead (a
-// ConfigMap's new data directory, a file linked from elsewhere): adding a
-// directory already watched changes nothing, and a deleted one drops out
-// of the watch by itself.
+// ConfigMap's new data directory, a file linked from elsewhere), the
+// paths' directories again (after a swap above them, a name now leads to
+// another directory: watching it anew watches that one) and the
+// directories of the links on the way: adding a directory already watched
+// changes nothing, and a deleted one drops out of the watch by itself.
 func (f *fingerprint) read() [32]byte {
 	files := config.ReadFiles(f.paths...)
 	if f.watch != nil {
-		for _, dir := range files.Dirs() {
+		for _, dir := range slices.Concat(files.Dirs(), dirsOf(f.paths), linkDirs(f.paths)) {
 			_ = f.watch(dir) // best effort: the paths' own directories are watched anyway
 		}
 	}
 	return files.Digest()
+}
+
+// maxLinks bounds how many symbolic links linkDirs follows for one path,
+// as the kernel does (ELOOP), so that a loop ends.
+const maxLinks = 40
+
+// linkDirs lists the directories that hold a symbolic link met on the way
+// to each path, its own and those its links' targets go through: where a
+// link swap that leads the path elsewhere happens (RUNTIME_ROOT's parent,
+// a ConfigMap's mount). A relative target is joined to the link's
+// directory, which holds no link by then, so a leading ".." in it is read
+// as the kernel reads it. The walk stops, silently, where a name is
+// missing.
+func linkDirs(paths []string) []string {
+	var dirs []string
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		dirs = append(dirs, linkDirsOf(abs)...)
+	}
+	slices.Sort(dirs)
+	return slices.Compact(dirs)
+}
+
+// linkDirsOf is linkDirs of one absolute, clean path.
+func linkDirsOf(path string) []string {
+	var dirs []string
+	at, rest := string(filepath.Separator), splitPath(path)
+	for links := 0; len(rest) > 0; {
+		next := filepath.Join(at, rest[0])
+		info, err := os.Lstat(next)
+		if err != nil {
+			break
+		}
+		if info.Mode()&fs.ModeSymlink == 0 {
+			at, rest = next, rest[1:]
+			continue
+		}
+		target, err := os.Readlink(next)
+		if links++; err != nil || links > maxLinks {
+			break
+		}
+		dirs = append(dirs, at)
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(at, target)
+		}
+		at, rest = string(filepath.Separator), append(splitPath(filepath.Clean(target)), rest[1:]...)
+	}
+	return dirs
+}
+
+// splitPath is the names of an absolute path, root left out.
+func splitPath(path string) []string {
+	return strings.FieldsFunc(path, func(r rune) bool { return r == filepath.Separator })
 }
 
 // changed tells whether the files differ from the last call.
