@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
@@ -54,34 +53,33 @@ func notTokenChar(r rune) bool {
 }
 
 // envoyHeaderPick is envoyproxy/ratelimit's choice of the descriptor its
-// headers describe, fed the statuses in order: a status with a limit
-// replaces the one picked when it has strictly fewer hits remaining, and a
-// status over its limit (not in quota mode) always does. picked is the
-// status chosen so far (nil at first), least its remaining hits
-// (math.MaxUint32 at first).
-func envoyHeaderPick(st *rlsv3.RateLimitResponse_DescriptorStatus, quota bool,
-	picked *rlsv3.RateLimitResponse_DescriptorStatus, least uint32,
-) (*rlsv3.RateLimitResponse_DescriptorStatus, uint32) {
-	if st.CurrentLimit == nil {
+// headers describe, fed the statuses in order (the newest last): a status
+// with a limit replaces the one picked when it has strictly fewer hits
+// remaining, and a status over its limit (not in quota mode) always does.
+// picked is the index of the status chosen so far (-1 at first), least its
+// remaining hits (math.MaxUint32 at first).
+func envoyHeaderPick(statuses []replyStatus, quota bool, picked int, least uint32) (int, uint32) {
+	i := len(statuses) - 1
+	st := statuses[i]
+	if !st.limited {
 		return picked, least
 	}
-	if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT && !quota {
-		return st, 0
+	if st.code == rlsv3.RateLimitResponse_OVER_LIMIT && !quota {
+		return i, 0
 	}
-	if st.LimitRemaining < least {
-		return st, st.LimitRemaining
+	if st.remaining < least {
+		return i, st.remaining
 	}
 	return picked, least
 }
 
-// values are the headers describing st; the reset is in whole seconds,
-// rounded up as Envoy's service never answers 0.
-func (h EnvoyHeaders) values(st *rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
-	return []*corev3.HeaderValue{
-		{Key: h.Limit, Value: strconv.FormatUint(uint64(st.CurrentLimit.GetRequestsPerUnit()), 10)},
-		{Key: h.Remaining, Value: strconv.FormatUint(uint64(st.GetLimitRemaining()), 10)},
-		{Key: h.Reset, Value: strconv.FormatInt(int64((st.GetDurationUntilReset().AsDuration()+time.Second-1)/time.Second), 10)},
-	}
+// appendValues appends the headers describing st; the reset is in whole
+// seconds, rounded up as Envoy's service never answers 0.
+func (h EnvoyHeaders) appendValues(out []replyHeader, st replyStatus) []replyHeader {
+	return append(out,
+		replyHeader{h.Limit, strconv.FormatUint(uint64(st.perUnit), 10)},
+		replyHeader{h.Remaining, strconv.FormatUint(uint64(st.remaining), 10)},
+		replyHeader{h.Reset, strconv.FormatInt(int64((st.untilReset+time.Second-1)/time.Second), 10)})
 }
 
 // leastUnset is the remaining hits envoyHeaderPick starts from.

@@ -31,8 +31,9 @@ func (s *Server) newGRPC() *grpc.Server {
 		grpc.ChainUnaryInterceptor(s.recoverUnary),
 		grpc.ChainStreamInterceptor(s.recoverStream),
 		grpc.NumStreamWorkers(streamWorkers),
+		grpc.ForceServerCodecV2(newRLSCodec()),
 	)...)
-	registerRLS(g, rlsService{s: s})
+	registerRLS(g, s)
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	return g

@@ -125,8 +125,8 @@ func TestGRPCMalformedRequests(t *testing.T) {
 		{"wire type 7", valid().tag(fieldDomain, 7), "malformed RateLimitRequest"},
 		{"end group without a start", valid().tag(9, protowire.EndGroupType), "malformed RateLimitRequest"},
 		{"field number 0", valid().raw(0x00, 0x01), "malformed RateLimitRequest"},
-		{"invalid UTF-8 in the domain", wire{}.str(fieldDomain, "ap\xffi").msg(fieldDescriptors, entry("user", "ann")), "string field contains invalid UTF-8"},
-		{"invalid UTF-8 in an entry", wire{}.str(fieldDomain, "api").msg(fieldDescriptors, entry("user", long+"\xc3")), "string field contains invalid UTF-8"},
+		{"invalid UTF-8 in the domain", wire{}.str(fieldDomain, "ap\xffi").msg(fieldDescriptors, entry("user", "ann")), "field domain: invalid UTF-8"},
+		{"invalid UTF-8 in an entry", wire{}.str(fieldDomain, "api").msg(fieldDescriptors, entry("user", long+"\xc3")), "descriptors[0]: entries[0]: field value: invalid UTF-8"},
 		{"noise", wire("\xde\xad\xbe\xef" + long), "malformed RateLimitRequest"},
 		// Protobuf that decodes, to a request that is not one. (A known field
 		// of the wrong wire type is an unknown field to protobuf: the domain

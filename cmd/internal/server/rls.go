@@ -2,13 +2,11 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"net/http"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cmd/internal/engine"
-	"github.com/floodgate-io/floodgate/cmd/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/excerpt"
 	"github.com/floodgate-io/floodgate/internal/headers"
 )
@@ -34,22 +31,35 @@ func (r rlsService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 	return r.s.shouldRateLimit(ctx, req)
 }
 
-// shouldRateLimit answers an Envoy request; its errors are gRPC statuses.
+// shouldRateLimit answers an Envoy request (for /json); its errors are gRPC
+// statuses.
 func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	ereq, err := fromRLS(req, s.opts.AtomicRLS)
-	ereq.CountDenied = s.opts.CountDeniedHits
+	ereq, bad := fromRLS(req, s.opts.AtomicRLS)
+	r, err := s.answerRLS(ctx, ereq, bad)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, excerpt.Message(err.Error()))
+		return nil, err
 	}
-	resp, err := s.decide(ctx, ereq)
+	return r.message(), nil
+}
+
+// answerRLS decides an Envoy request, or answers why its reading failed
+// (bad); its errors are gRPC statuses.
+func (s *Server) answerRLS(ctx context.Context, req engine.Request, bad error) (*reply, error) {
+	if bad != nil {
+		return nil, status.Error(codes.InvalidArgument, excerpt.Message(bad.Error()))
+	}
+	req.CountDenied = s.opts.CountDeniedHits
+	resp, err := s.decide(ctx, req)
 	if err != nil {
 		f := classify(err)
 		if f.internal {
-			s.log.Error("server: ShouldRateLimit failed", "domain", req.GetDomain(), "error", err)
+			s.log.Error("server: ShouldRateLimit failed", "domain", req.Domain, "error", err)
 		}
 		return nil, status.Error(f.code, f.msg)
 	}
-	return s.toRLS(resp), nil
+	r := new(reply)
+	s.buildReply(resp, r)
+	return r, nil
 }
 
 // Envoy's units, with the lengths Envoy's service gives them.
@@ -72,128 +82,65 @@ var responseUnits = map[time.Duration]rlsv3.RateLimitResponse_RateLimit_Unit{
 	365 * 24 * time.Hour: rlsv3.RateLimitResponse_RateLimit_YEAR,
 }
 
-// fromRLS validates an Envoy request and turns it into an engine request.
-// Its errors name the problem. hits_addend is the cost the limits that
-// count units take; those that count requests take 1 per descriptor (0
-// for a hits_addend of 0, a read), and is_negative_hits gives back units
-// only: the request happened.
-func fromRLS(req *rlsv3.RateLimitRequest, atomic bool) (engine.Request, error) {
-	switch {
-	case req.GetDomain() == "":
-		return engine.Request{}, fmt.Errorf("domain is empty")
-	case len(req.GetDomain()) > floodgate.MaxValueBytes:
-		return engine.Request{}, floodgate.CheckLength("domain", req.GetDomain(), floodgate.MaxValueBytes)
-	case len(req.GetDescriptors()) == 0:
-		return engine.Request{}, fmt.Errorf("descriptors is empty: give at least one")
-	case len(req.GetDescriptors()) > engine.MaxDescriptors:
-		return engine.Request{}, fmt.Errorf("%d descriptors, at most %d", len(req.GetDescriptors()), engine.MaxDescriptors)
-	}
-	out := engine.Request{Domain: req.GetDomain(), Hits: int64(req.GetHitsAddend()), Atomic: atomic,
-		Descriptors: make([]engine.Descriptor, len(req.GetDescriptors()))}
-	for i, d := range req.GetDescriptors() {
-		ed, err := fromRLSDescriptor(d)
-		if err != nil {
-			return engine.Request{}, fmt.Errorf("descriptors[%d]: %w", i, err)
-		}
-		out.Descriptors[i] = ed
-	}
-	return out, nil
+// reply is the answer to a ShouldRateLimit in plain values. buildReply
+// decides it once; it is then written either straight in protobuf's wire
+// format for gRPC (appendReply, with no message objects) or as rlsv3
+// messages for /json (message). Its buffers hold an ordinary answer.
+type reply struct {
+	code      rlsv3.RateLimitResponse_Code
+	statuses  []replyStatus
+	headers   []replyHeader
+	statusBuf [4]replyStatus
+	headerBuf [3]replyHeader
 }
 
-func fromRLSDescriptor(d *ratelimitv3.RateLimitDescriptor) (engine.Descriptor, error) {
-	var out engine.Descriptor
-	switch n := len(d.GetEntries()); {
-	case n == 0:
-		return out, fmt.Errorf("no entries")
-	case n > engine.MaxEntries:
-		return out, fmt.Errorf("%d entries, at most %d (too deep)", n, engine.MaxEntries)
-	}
-	out.Refund = d.GetIsNegativeHits()
-	out.Entries = make([]policy.Entry, len(d.GetEntries()))
-	for j, e := range d.GetEntries() {
-		if e.GetKey() == "" {
-			return out, fmt.Errorf("entries[%d]: key is empty", j)
-		}
-		out.Entries[j] = policy.Entry{Key: e.GetKey(), Value: e.GetValue()}
-		if err := engine.CheckEntry(out.Entries[j]); err != nil {
-			return out, fmt.Errorf("entries[%d]: %w", j, err)
-		}
-	}
-	if h := d.GetHitsAddend(); h != nil {
-		if h.GetValue() > engine.MaxHits {
-			return out, fmt.Errorf("hits_addend %d above the maximum %d", h.GetValue(), int64(engine.MaxHits))
-		}
-		out.Hits, out.HitsSet = int64(h.GetValue()), true
-	}
-	if o := d.GetLimit(); o != nil {
-		limit, err := fromOverride(o)
-		if err != nil {
-			return out, fmt.Errorf("limit override: %w", err)
-		}
-		out.Override = &limit
-	}
-	return out, nil
+// replyStatus is a RateLimitResponse.DescriptorStatus.
+type replyStatus struct {
+	code rlsv3.RateLimitResponse_Code
+	// limited: the descriptor has a limit, so current_limit and
+	// duration_until_reset are set
+	limited    bool
+	name       string
+	perUnit    uint32
+	unit       rlsv3.RateLimitResponse_RateLimit_Unit
+	remaining  uint32
+	untilReset time.Duration
 }
 
-// fromOverride turns Envoy's per-descriptor limit into a fixed window, as
-// Envoy's service counts it.
-func fromOverride(o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (floodgate.Limit, error) {
-	unit, ok := unitPeriods[o.GetUnit()]
-	if !ok {
-		return floodgate.Limit{}, fmt.Errorf("unit %s: want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", o.GetUnit())
-	}
-	if o.GetRequestsPerUnit() == 0 {
-		return floodgate.Limit{}, fmt.Errorf("requests_per_unit must be above 0")
-	}
-	period := unit
-	if m := o.GetUnitMultiplier(); m != nil {
-		if m.GetValue() == 0 {
-			return floodgate.Limit{}, fmt.Errorf("unit_multiplier must be above 0")
-		}
-		if int64(m.GetValue()) > int64(math.MaxInt64/unit) {
-			return floodgate.Limit{}, fmt.Errorf("unit_multiplier %d is too large", m.GetValue())
-		}
-		period *= time.Duration(m.GetValue())
-	}
-	return floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: int64(o.GetRequestsPerUnit()), Period: period}, nil
-}
+// replyHeader is a response header for Envoy to add.
+type replyHeader struct{ key, value string }
 
-// toRLS turns the engine's answer into Envoy's.
-func (s *Server) toRLS(resp engine.Response) *rlsv3.RateLimitResponse {
-	out := &rlsv3.RateLimitResponse{
-		OverallCode: rlsCode(resp.Code),
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(resp.Descriptors)),
-	}
-	var enforced []floodgate.Decision
-	var quotas []headers.Quota
+// buildReply turns the engine's answer into Envoy's, in out.
+func (s *Server) buildReply(resp engine.Response, out *reply) {
+	out.code = rlsCode(resp.Code)
+	out.statuses = out.statusBuf[:0]
+	var enforcedBuf [8]floodgate.Decision // the headers' inputs, on the stack for a few limits
+	var quotaBuf [8]headers.Quota
+	enforced, quotas := enforcedBuf[:0], quotaBuf[:0]
 	quotaDescs, quotaOver := 0, 0
-	var picked *rlsv3.RateLimitResponse_DescriptorStatus // the one EnvoyHeaders describe
-	least := uint32(leastUnset)
-	for i, ds := range resp.Descriptors {
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsCode(ds.Code)}
+	picked, least := -1, uint32(leastUnset) // the status EnvoyHeaders describe
+	for _, ds := range resp.Descriptors {
+		st := replyStatus{code: rlsCode(ds.Code)}
 		hasQuota, over := quotaMode(ds)
 		if hasQuota {
 			quotaDescs++
 			if over {
 				quotaOver++
-				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+				st.code = rlsv3.RateLimitResponse_OVER_LIMIT
 			}
 		}
 		if ds.Unlimited {
-			st.LimitRemaining = math.MaxUint32 // Envoy's service: no current_limit, all remaining
+			st.remaining = math.MaxUint32 // Envoy's service: no current_limit, all remaining
 		}
 		if ds.Tightest >= 0 {
 			ls := ds.Limits[ds.Tightest]
 			q := quotaOf(ls)
-			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
-				Name:            ls.Rule.Name,
-				RequestsPerUnit: clampU32(q.Quota),
-				Unit:            responseUnits[ls.Limit.Period], // UNKNOWN unless exactly one unit
-			}
+			st.limited, st.name, st.perUnit = true, ls.Rule.Name, clampU32(q.Quota)
+			st.unit = responseUnits[ls.Limit.Period] // UNKNOWN unless exactly one unit
 			if ls.Decision.Allowed {
-				st.LimitRemaining = clampU32(ls.Decision.Remaining)
+				st.remaining = clampU32(ls.Decision.Remaining)
 			} // else 0, as Envoy's service answers a limit it finds over, shadow or not
-			st.DurationUntilReset = durationpb.New(s.untilReset(ls))
+			st.untilReset = s.untilReset(ls)
 		}
 		for _, ls := range ds.Limits {
 			if !isShadow(ls.Rule) {
@@ -201,27 +148,45 @@ func (s *Server) toRLS(resp engine.Response) *rlsv3.RateLimitResponse {
 				quotas = append(quotas, quotaOf(ls))
 			}
 		}
+		out.statuses = append(out.statuses, st)
 		if s.opts.EnvoyHeaders != nil {
-			picked, least = envoyHeaderPick(st, hasQuota, picked, least)
+			picked, least = envoyHeaderPick(out.statuses, hasQuota, picked, least)
 		}
-		out.Statuses[i] = st
 	}
 	if quotaDescs > 0 && quotaOver == quotaDescs {
-		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		out.code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
+	out.headers = out.headerBuf[:0]
 	if h := s.opts.EnvoyHeaders; h != nil {
-		if picked != nil {
-			out.ResponseHeadersToAdd = h.values(picked)
+		if picked >= 0 {
+			out.headers = h.appendValues(out.headers, out.statuses[picked])
 		}
 	} else if s.opts.Headers && len(quotas) > 0 {
-		out.ResponseHeadersToAdd = []*corev3.HeaderValue{
-			{Key: headers.PolicyField, Value: headers.PolicyValue(quotas)},
-			{Key: headers.LimitField, Value: headers.LimitValue(quotas)},
-		}
+		out.headers = append(out.headers,
+			replyHeader{headers.PolicyField, headers.PolicyValue(quotas)},
+			replyHeader{headers.LimitField, headers.LimitValue(quotas)})
 		if c := floodgate.Combine(enforced); resp.Code == engine.OverLimit && c.RetryAfter > 0 {
-			out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd,
-				&corev3.HeaderValue{Key: headers.RetryAfterField, Value: headers.RetryAfter(c.RetryAfter)})
+			out.headers = append(out.headers, replyHeader{headers.RetryAfterField, headers.RetryAfter(c.RetryAfter)})
 		}
+	}
+}
+
+// message is r as Envoy's message.
+func (r *reply) message() *rlsv3.RateLimitResponse {
+	out := &rlsv3.RateLimitResponse{
+		OverallCode: r.code,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(r.statuses)),
+	}
+	for i, st := range r.statuses {
+		m := &rlsv3.RateLimitResponse_DescriptorStatus{Code: st.code, LimitRemaining: st.remaining}
+		if st.limited {
+			m.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: st.name, RequestsPerUnit: st.perUnit, Unit: st.unit}
+			m.DurationUntilReset = durationpb.New(st.untilReset)
+		}
+		out.Statuses[i] = m
+	}
+	for _, h := range r.headers {
+		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: h.key, Value: h.value})
 	}
 	return out
 }
