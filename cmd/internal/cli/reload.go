@@ -21,10 +21,9 @@ import (
 // by the file watcher that drops domains or limits (a half-written file, a
 // file deleted by mistake) waits for the operator to confirm it.
 type reloadFlags struct {
-	allowEmpty  bool         // --allow-empty-config
-	allowShrink bool         // --config-allow-shrink
-	merge       bool         // --merge-domains
-	modes       policy.Modes // serve's --shadow-mode, --quota-mode: on every limit, at start and on each reload
+	allowEmpty  bool // --allow-empty-config
+	allowShrink bool // --config-allow-shrink
+	merge       bool // --merge-domains
 }
 
 func (f *reloadFlags) register(fl *pflag.FlagSet) {
@@ -35,16 +34,6 @@ func (f *reloadFlags) register(fl *pflag.FlagSet) {
 		"apply a change seen in the --config files even when it drops domains or limits; "+
 			"without it such a change is held back until SIGHUP or POST /admin/reload")
 	registerMerge(fl, &f.merge)
-}
-
-// registerModes registers serve's --shadow-mode and --quota-mode.
-func (f *reloadFlags) registerModes(fl *pflag.FlagSet) {
-	fl.BoolVar(&f.modes.Shadow, "shadow-mode", false,
-		"put every limit in shadow mode, as shadow_mode: true on each descriptor would: counted and reported, never denying "+
-			"(envoyproxy/ratelimit's SHADOW_MODE)")
-	fl.BoolVar(&f.modes.Quota, "quota-mode", false,
-		"put every limit in quota mode, as quota_mode: true on each descriptor would: a request is over the limit only when "+
-			"every descriptor with a quota is (envoyproxy/ratelimit's QUOTA_MODE)")
 }
 
 // registerMerge registers --merge-domains, which serve, proxy and config
@@ -62,7 +51,7 @@ func (f reloadFlags) parse(files *config.Files) (*policy.Set, error) {
 	set, err := files.ParseWith(config.Options{MergeDomains: f.merge})
 	switch {
 	case err == nil:
-		return set.WithModes(f.modes), nil
+		return set, nil
 	case !errors.Is(err, config.ErrNoPolicy):
 		return nil, err
 	case f.allowEmpty:

@@ -41,6 +41,7 @@ type serveFlags struct {
 	headers     bool
 	atomic      bool
 	countDenied bool
+	modes       server.Modes
 	envoyHdrs   envoyHeaderFlags
 	logFormat   string
 	logLevel    logLevel
@@ -105,7 +106,12 @@ func newServeCmd() *cobra.Command {
 	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory by the memory store and the strategies' local state; past it the least recently used key is forgotten (0: unbounded)")
 	registerFleet(fl, &f.fleet)
 	f.reload.register(fl)
-	f.reload.registerModes(fl)
+	fl.BoolVar(&f.modes.Shadow, "shadow-mode", false,
+		"answer every request allowed, as envoyproxy/ratelimit's SHADOW_MODE does: limits count and report as usual, "+
+			"Envoy's overall code and /v1/allow's answer are never over the limit")
+	fl.BoolVar(&f.modes.Quota, "quota-mode", false,
+		"treat every descriptor of Envoy's requests as a quota, as envoyproxy/ratelimit's QUOTA_MODE does: "+
+			"a request is over the limit only when all its descriptors (but unlimited ones) are")
 	f.listen.register(fl, false)
 	f.compat.register(fl)
 	return cmd
@@ -185,6 +191,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		EnvoyHeaders:    envoyHeaders,
 		AtomicRLS:       f.atomic,
 		CountDeniedHits: f.countDenied,
+		Modes:           f.modes,
 		Listen:          f.listen.options(),
 	})
 	httpLn, err := net.Listen("tcp", f.httpAddr)
@@ -226,11 +233,7 @@ func loadPolicies(path string, flags reloadFlags) (*policy.Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		set, err := policy.NewSet(p)
-		if err != nil {
-			return nil, err
-		}
-		return set.WithModes(flags.modes), nil
+		return policy.NewSet(p)
 	}
 	return flags.parse(config.ReadFiles(path))
 }

@@ -261,7 +261,7 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := allowResponse{Allowed: resp.Code == engine.OK, Descriptors: statusesOf(resp)}
+	out := allowResponse{Allowed: resp.Code == engine.OK || s.opts.Modes.Shadow, Descriptors: statusesOf(resp)}
 	var enforced []floodgate.Decision
 	var quotas []headers.Quota
 	for _, ds := range resp.Descriptors {

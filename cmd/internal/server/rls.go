@@ -122,6 +122,9 @@ func (s *Server) buildReply(resp engine.Response, out *reply) {
 	for _, ds := range resp.Descriptors {
 		st := replyStatus{code: rlsCode(ds.Code)}
 		hasQuota, over := quotaMode(ds)
+		if s.opts.Modes.Quota && !ds.Unlimited { // every descriptor is a quota
+			hasQuota, over = true, over || ds.Code == engine.OverLimit
+		}
 		if hasQuota {
 			quotaDescs++
 			if over {
@@ -153,8 +156,14 @@ func (s *Server) buildReply(resp engine.Response, out *reply) {
 			picked, least = envoyHeaderPick(out.statuses, hasQuota, picked, least)
 		}
 	}
+	if s.opts.Modes.Quota { // nothing is over but quotas
+		out.code = rlsv3.RateLimitResponse_OK
+	}
 	if quotaDescs > 0 && quotaOver == quotaDescs {
 		out.code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if s.opts.Modes.Shadow {
+		out.code = rlsv3.RateLimitResponse_OK
 	}
 	out.headers = out.headerBuf[:0]
 	if h := s.opts.EnvoyHeaders; h != nil {
@@ -165,7 +174,7 @@ func (s *Server) buildReply(resp engine.Response, out *reply) {
 		out.headers = append(out.headers,
 			replyHeader{headers.PolicyField, headers.PolicyValue(quotas)},
 			replyHeader{headers.LimitField, headers.LimitValue(quotas)})
-		if c := floodgate.Combine(enforced); resp.Code == engine.OverLimit && c.RetryAfter > 0 {
+		if c := floodgate.Combine(enforced); out.code == rlsv3.RateLimitResponse_OVER_LIMIT && resp.Code == engine.OverLimit && c.RetryAfter > 0 {
 			out.headers = append(out.headers, replyHeader{headers.RetryAfterField, headers.RetryAfter(c.RetryAfter)})
 		}
 	}

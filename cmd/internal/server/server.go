@@ -73,6 +73,9 @@ type Options struct {
 	// a limit denies, as Envoy's reference service does
 	// (engine.Request.CountDenied); /v1/allow never does.
 	CountDeniedHits bool
+	// Modes are envoyproxy/ratelimit's global SHADOW_MODE and QUOTA_MODE,
+	// applied to the answers as it applies them (see Modes).
+	Modes Modes
 	// MaxBodyBytes bounds request bodies and gRPC messages (default 1 MiB).
 	MaxBodyBytes int64
 	// Clock is the time Envoy's duration_until_reset is measured on when
@@ -85,6 +88,22 @@ type Options struct {
 	// GraceTimer, when set, times the grace period of the drain instead of
 	// a real timer: tests end it by hand.
 	GraceTimer func(time.Duration) <-chan time.Time
+}
+
+// Modes change what every answer says, whatever the policy: serve's
+// --shadow-mode and --quota-mode, envoyproxy/ratelimit's global
+// SHADOW_MODE and QUOTA_MODE. They act where it applies them, on the
+// answer, not on the limits: the descriptors' statuses stay what the
+// limits said.
+type Modes struct {
+	// Shadow answers a request over the limit as allowed: Envoy's overall
+	// code OK (its descriptors' statuses still say OVER_LIMIT), /v1/allow's
+	// allowed with 200 and no Retry-After.
+	Shadow bool
+	// Quota makes every descriptor of Envoy's requests but the unlimited
+	// ones a quota, including those no limit matches and the request's own
+	// limits: the request is over the limit only when all of them are.
+	Quota bool
 }
 
 // Server serves the HTTP and gRPC surfaces. Create it with New.
