@@ -40,6 +40,7 @@ type proxyFlags struct {
 	trusted    []string
 	logFormat  string
 	logLevel   logLevel
+	gcFloor    gcFloorFlag
 	reload     reloadFlags
 	listen     listenFlags
 	fleetGiven []string // cluster flags given without --config
@@ -102,6 +103,7 @@ func newProxyCmd() *cobra.Command {
 	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory; past it the least recently used key is forgotten (0: unbounded)")
 	registerFleet(fl, &f.fleet)
 	f.reload.register(fl)
+	f.gcFloor.register(fl)
 	f.listen.register(fl, true)
 	return cmd
 }
@@ -195,6 +197,7 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer f.gcFloor.start(log)()
 	if f.upstream == "" || f.limit == "" {
 		return errors.New("--upstream and --limit (or --config) are required")
 	}
@@ -243,6 +246,7 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer f.gcFloor.start(log)()
 	if len(f.conflicts) > 0 {
 		return fmt.Errorf("--config replaces %s: give one or the other", strings.Join(f.conflicts, ", "))
 	}

@@ -42,6 +42,7 @@ type serveFlags struct {
 	atomic      bool
 	countDenied bool
 	modes       server.Modes
+	gcFloor     gcFloorFlag
 	envoyHdrs   envoyHeaderFlags
 	logFormat   string
 	logLevel    logLevel
@@ -112,6 +113,7 @@ func newServeCmd() *cobra.Command {
 	fl.BoolVar(&f.modes.Quota, "quota-mode", false,
 		"treat every descriptor of Envoy's requests as a quota, as envoyproxy/ratelimit's QUOTA_MODE does: "+
 			"a request is over the limit only when all its descriptors (but unlimited ones) are")
+	f.gcFloor.register(fl)
 	f.listen.register(fl, false)
 	f.compat.register(fl)
 	return cmd
@@ -155,6 +157,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		return err
 	}
 	f.compat.report(log)
+	defer f.gcFloor.start(log)()
 	defaultMode, err := failover.ParseMode(f.failureMode)
 	if err != nil {
 		return fmt.Errorf("--failure-mode: %w", err)

@@ -210,6 +210,8 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{[]string{"--log-level", "verbose"}, nil, `"verbose" for "--log-level" flag: log level "verbose": want debug, info, warn, error`},
 		{nil, map[string]string{"FLOODGATE_LOG_LEVEL": "WARNING"}, `FLOODGATE_LOG_LEVEL="WARNING": log level "WARNING": want debug, info, warn, error`},
 		{[]string{"--envoy-limit-headers", "--envoy-reset-header", "Reset After"}, nil, `invalid header name for the reset header: "Reset After"`},
+		{[]string{"--gc-heap-floor-mib", "-1"}, nil, `"-1" for "--gc-heap-floor-mib" flag: "-1": want a whole number of MiB from 0 (off) to 1048576`},
+		{nil, map[string]string{"FLOODGATE_GC_HEAP_FLOOR_MIB": "64MB"}, `FLOODGATE_GC_HEAP_FLOOR_MIB="64MB"`},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)
