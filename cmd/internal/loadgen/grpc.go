@@ -2,15 +2,16 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // userAgent identifies the load in the service's logs.
@@ -53,18 +54,11 @@ func newGRPC(ctx context.Context, p plan) (*grpcTransport, error) {
 }
 
 func (t *grpcTransport) client(worker int) client {
-	entry := &ratelimitv3.RateLimitDescriptor_Entry{Key: t.p.DescriptorKey}
 	return &grpcClient{
-		rls: rlsv3.NewRateLimitServiceClient(t.conns[worker%len(t.conns)]),
-		// One request per worker, its value rewritten per call: Invoke
-		// marshals it before returning, so reuse is safe and saves
-		// building the message tree each time.
-		req: &rlsv3.RateLimitRequest{
-			Domain:      t.p.Domain,
-			Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{entry}}},
-			HitsAddend:  uint32(t.p.Cost),
-		},
-		entry:   entry,
+		cc: t.conns[worker%len(t.conns)],
+		req: rlsRequest{domain: t.p.Domain, key: t.p.DescriptorKey, hits: uint32(t.p.Cost),
+			value: make([]byte, 0, 20)},
+		opts:    []grpc.CallOption{grpc.ForceCodecV2(wireCodec{})},
 		timeout: t.p.Timeout,
 	}
 }
@@ -76,21 +70,22 @@ func (t *grpcTransport) close() {
 }
 
 type grpcClient struct {
-	rls     rlsv3.RateLimitServiceClient
-	req     *rlsv3.RateLimitRequest
-	entry   *ratelimitv3.RateLimitDescriptor_Entry
+	cc      *grpc.ClientConn
+	req     rlsRequest // its value rewritten per call
+	resp    rlsAnswer
+	opts    []grpc.CallOption
 	timeout time.Duration
 }
 
 func (c *grpcClient) call(ctx context.Context, key int) (bool, error) {
-	c.entry.Value = strconv.Itoa(key)
+	c.req.value = strconv.AppendInt(c.req.value[:0], int64(key), 10)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	resp, err := c.rls.ShouldRateLimit(ctx, c.req)
+	err := c.cc.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, &c.req, &c.resp, c.opts...)
 	cancel()
 	if err != nil {
 		return false, err
 	}
-	switch code := resp.GetOverallCode(); code {
+	switch code := rlsv3.RateLimitResponse_Code(c.resp.code); code {
 	case rlsv3.RateLimitResponse_OK:
 		return true, nil
 	case rlsv3.RateLimitResponse_OVER_LIMIT:
@@ -98,4 +93,66 @@ func (c *grpcClient) call(ctx context.Context, key int) (bool, error) {
 	default:
 		return false, fmt.Errorf("ShouldRateLimit answered overall_code %s", code)
 	}
+}
+
+// rlsRequest is a RateLimitRequest of one descriptor of one entry, key =
+// value, in domain.
+type rlsRequest struct {
+	domain, key string
+	value       []byte // the caller's reusable buffer; read only while marshalling
+	hits        uint32
+}
+
+// Field numbers of envoy.service.ratelimit.v3.RateLimitRequest and
+// RateLimitResponse, and of the descriptor's messages.
+const (
+	rlsDomain      protowire.Number = 1 // RateLimitRequest
+	rlsDescriptors protowire.Number = 2
+	rlsHitsAddend  protowire.Number = 3
+	rlsEntries     protowire.Number = 1 // RateLimitDescriptor
+	rlsEntryKey    protowire.Number = 1 // RateLimitDescriptor.Entry
+	rlsEntryValue  protowire.Number = 2
+	rlsOverallCode protowire.Number = 1 // RateLimitResponse
+)
+
+func (r *rlsRequest) sizeHint() int { return 16 + len(r.domain) + len(r.key) + len(r.value) }
+
+func (r *rlsRequest) appendMessage(b []byte) []byte {
+	entry := protowire.SizeTag(rlsEntryKey) + protowire.SizeBytes(len(r.key)) +
+		protowire.SizeTag(rlsEntryValue) + protowire.SizeBytes(len(r.value))
+	descriptor := protowire.SizeTag(rlsEntries) + protowire.SizeBytes(entry)
+	b = protowire.AppendString(protowire.AppendTag(b, rlsDomain, protowire.BytesType), r.domain)
+	b = protowire.AppendVarint(protowire.AppendTag(b, rlsDescriptors, protowire.BytesType), uint64(descriptor))
+	b = protowire.AppendVarint(protowire.AppendTag(b, rlsEntries, protowire.BytesType), uint64(entry))
+	b = protowire.AppendString(protowire.AppendTag(b, rlsEntryKey, protowire.BytesType), r.key)
+	b = protowire.AppendBytes(protowire.AppendTag(b, rlsEntryValue, protowire.BytesType), r.value)
+	if r.hits != 0 {
+		b = protowire.AppendVarint(protowire.AppendTag(b, rlsHitsAddend, protowire.VarintType), uint64(r.hits))
+	}
+	return b
+}
+
+// errRLSResponse marks a RateLimitResponse this package cannot read.
+var errRLSResponse = errors.New("malformed RateLimitResponse")
+
+// rlsAnswer is what a call needs of a RateLimitResponse: its overall code.
+type rlsAnswer struct{ code uint64 }
+
+func (a *rlsAnswer) readMessage(b []byte) error {
+	a.code = 0
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num != rlsOverallCode || typ != protowire.VarintType { // skipped, as protobuf skips them
+			return nil
+		}
+		code, n := protowire.ConsumeVarint(v)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		a.code = code
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", errRLSResponse, err)
+	}
+	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -111,7 +110,7 @@ func parseGetRateLimitsResp(b []byte) (guberResponse, error) {
 			return nil
 		}
 		if typ != protowire.BytesType {
-			return fmt.Errorf("%w: responses (field 1) has wire type %d, want bytes", errGubernatorResponse, typ)
+			return fmt.Errorf("responses (field 1) has wire type %d, want bytes", typ)
 		}
 		n++
 		r, err := parseRateLimitResp(v)
@@ -120,7 +119,7 @@ func parseGetRateLimitsResp(b []byte) (guberResponse, error) {
 	})
 	switch {
 	case err != nil:
-		return guberResponse{}, err
+		return guberResponse{}, fmt.Errorf("%w: %w", errGubernatorResponse, err)
 	case n != 1:
 		return guberResponse{}, fmt.Errorf("%w: %d responses to one request", errGubernatorResponse, n)
 	}
@@ -140,7 +139,7 @@ func parseRateLimitResp(b []byte) (guberResponse, error) {
 			return nil
 		}
 		if typ != want {
-			return fmt.Errorf("%w: RateLimitResp field %d has wire type %d, want %d", errGubernatorResponse, num, typ, want)
+			return fmt.Errorf("RateLimitResp field %d has wire type %d, want %d", num, typ, want)
 		}
 		if num == guberRespError {
 			r.err = string(v)
@@ -148,7 +147,7 @@ func parseRateLimitResp(b []byte) (guberResponse, error) {
 		}
 		s, k := protowire.ConsumeVarint(v)
 		if k < 0 {
-			return fmt.Errorf("%w: RateLimitResp status: %w", errGubernatorResponse, protowire.ParseError(k))
+			return fmt.Errorf("RateLimitResp status: %w", protowire.ParseError(k))
 		}
 		r.status = int64(s)
 		return nil
@@ -156,57 +155,15 @@ func parseRateLimitResp(b []byte) (guberResponse, error) {
 	return r, err
 }
 
-// eachField calls fn with each field of the message b: its number, wire
-// type and value (a varint's or fixed value's bytes, or a length-delimited
-// field's contents). It stops at the first error, fn's or the encoding's.
-func eachField(b []byte, fn func(protowire.Number, protowire.Type, []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("%w: %w", errGubernatorResponse, protowire.ParseError(n))
-		}
-		b = b[n:]
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return fmt.Errorf("%w: field %d: %w", errGubernatorResponse, num, protowire.ParseError(m))
-		}
-		v := b[:m]
-		if typ == protowire.BytesType {
-			v, _ = protowire.ConsumeBytes(v) // well-formed: ConsumeFieldValue checked it
-		}
-		if err := fn(num, typ, v); err != nil {
-			return err
-		}
-		b = b[m:]
-	}
-	return nil
-}
+// appendMessage appends the whole GetRateLimitsReq (see wireCodec).
+func (r *guberRequest) appendMessage(b []byte) []byte { return r.appendGetRateLimitsReq(b) }
 
-// guberCodec carries the hand-written messages over gRPC. It names itself
-// "proto" because that is the content subtype gubernator's server decodes;
-// the bytes it sends are protobuf.
-type guberCodec struct{}
+// sizeHint is about the length of the request.
+func (r *guberRequest) sizeHint() int { return 64 + len(r.name) + len(r.uniqueKey) }
 
-func (guberCodec) Name() string { return "proto" }
-
-func (guberCodec) Marshal(v any) (mem.BufferSlice, error) {
-	r, ok := v.(*guberRequest)
-	if !ok {
-		return nil, fmt.Errorf("loadgen: gubernator codec cannot marshal %T", v)
-	}
-	// A fresh buffer per call: gRPC may still be writing it after Invoke
-	// returns (a server can answer before it has read the request).
-	return mem.BufferSlice{mem.SliceBuffer(r.appendGetRateLimitsReq(make([]byte, 0, 64+len(r.name)+len(r.uniqueKey))))}, nil
-}
-
-func (guberCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	r, ok := v.(*guberResponse)
-	if !ok {
-		return fmt.Errorf("loadgen: gubernator codec cannot unmarshal into %T", v)
-	}
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
-	defer buf.Free()
-	resp, err := parseGetRateLimitsResp(buf.ReadOnlyData())
+// readMessage reads a GetRateLimitsResp (see wireCodec).
+func (r *guberResponse) readMessage(b []byte) error {
+	resp, err := parseGetRateLimitsResp(b)
 	*r = resp
 	return err
 }
@@ -265,7 +222,7 @@ func (t *gubernatorTransport) client(worker int) client {
 		timeout: t.p.Timeout,
 	}
 	c.req.uniqueKey = append([]byte(t.p.DescriptorKey+":"), make([]byte, 0, 20)...)
-	c.opts = []grpc.CallOption{grpc.ForceCodecV2(guberCodec{})}
+	c.opts = []grpc.CallOption{grpc.ForceCodecV2(wireCodec{})}
 	return c
 }
 

@@ -54,7 +54,7 @@ func TestGubernatorRequestBytes(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data, err := guberCodec{}.Marshal(&tc.req)
+			data, err := wireCodec{}.Marshal(&tc.req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func TestGubernatorResponse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r guberResponse
-			err := guberCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(tc.in)}, &r)
+			err := wireCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(tc.in)}, &r)
 			var allowed bool
 			if err == nil {
 				allowed, err = r.verdict()
@@ -137,11 +137,11 @@ func TestGubernatorResponseNeverPanics(t *testing.T) {
 	})
 }
 
-func TestGubernatorCodecRejectsOtherTypes(t *testing.T) {
-	if _, err := (guberCodec{}).Marshal("x"); err == nil || !strings.Contains(err.Error(), "string") {
+func TestWireCodecRejectsOtherTypes(t *testing.T) {
+	if _, err := (wireCodec{}).Marshal("x"); err == nil || !strings.Contains(err.Error(), "string") {
 		t.Errorf("Marshal(string): %v, want an error naming the type", err)
 	}
-	if err := (guberCodec{}).Unmarshal(nil, new(int)); err == nil || !strings.Contains(err.Error(), "*int") {
+	if err := (wireCodec{}).Unmarshal(nil, new(int)); err == nil || !strings.Contains(err.Error(), "*int") {
 		t.Errorf("Unmarshal into *int: %v, want an error naming the type", err)
 	}
 }
