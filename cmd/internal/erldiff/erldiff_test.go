@@ -29,6 +29,7 @@ type settings struct {
 	feat      features // FLOODGATE_ERL_FEATURES, default none
 	headers   bool     // FLOODGATE_ERL_HEADERS: response headers on in both, and compared
 	serveArgs []string // FLOODGATE_ERL_SERVE_ARGS: more `floodgate serve` flags
+	erlEnv    []string // FLOODGATE_ERL_MODES: envoyproxy/ratelimit's global modes (their flags go to serveArgs)
 	fgBin     string   // FLOODGATE_ERL_FLOODGATE: a floodgate binary (default: built from this tree)
 }
 
@@ -80,8 +81,32 @@ func readSettings() (settings, error) {
 		s.headers = h
 	}
 	s.serveArgs = strings.Fields(os.Getenv("FLOODGATE_ERL_SERVE_ARGS"))
+	if err := s.readModes(os.Getenv("FLOODGATE_ERL_MODES")); err != nil {
+		errs = append(errs, fmt.Errorf("FLOODGATE_ERL_MODES: %w", err))
+	}
 	s.fgBin = os.Getenv("FLOODGATE_ERL_FLOODGATE")
 	return s, errors.Join(errs...)
+}
+
+// globalModes are envoyproxy/ratelimit's global modes by name, as its
+// variable and as serve's flag.
+var globalModes = map[string]struct{ env, flag string }{
+	"shadow": {"SHADOW_MODE=true", "--shadow-mode"},
+	"quota":  {"QUOTA_MODE=true", "--quota-mode"},
+}
+
+// readModes turns on the global modes named in v, comma-separated, in both
+// services.
+func (s *settings) readModes(v string) error {
+	for _, name := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+		m, ok := globalModes[name]
+		if !ok {
+			return fmt.Errorf("%q: want shadow, quota or both, comma-separated", name)
+		}
+		s.erlEnv = append(s.erlEnv, m.env)
+		s.serveArgs = append(s.serveArgs, m.flag)
+	}
+	return nil
 }
 
 // TestMatchesEnvoyRatelimit sends the same random requests to
@@ -101,8 +126,8 @@ func TestMatchesEnvoyRatelimit(t *testing.T) {
 	if _, err := os.Stat(s.bin); err != nil {
 		t.Fatalf("FLOODGATE_ERL_BIN: %v", err)
 	}
-	t.Logf("seed %d (replay: FLOODGATE_ERL_SEED=%d), %d configurations × %d requests, features %+v, headers %v",
-		s.seed, s.seed, s.configs, s.requests, s.feat, s.headers)
+	t.Logf("seed %d (replay: FLOODGATE_ERL_SEED=%d), %d configurations × %d requests, features %+v, headers %v, global modes %v",
+		s.seed, s.seed, s.configs, s.requests, s.feat, s.headers, s.erlEnv)
 	if s.fgBin == "" {
 		s.fgBin = buildFloodgate(t)
 	}
@@ -135,7 +160,7 @@ func (r *run) count(key string) {
 func (r *run) scenario(t *testing.T, sc *scenario) {
 	r.flush(t)
 	root, dir := writeConfig(t, sc)
-	_, erlAddr, erlErr := startERL(t, r.bin, root, r.erlRedis.Addr(), r.headers)
+	_, erlAddr, erlErr := startERL(t, r.bin, root, r.erlRedis.Addr(), r.headers, r.erlEnv)
 	_, fgAddr, fgErr := startFloodgate(t, r.fgBin, dir, r.fgRedis.Addr(), r.headers, r.serveArgs)
 	switch {
 	case errors.Is(erlErr, errConfigRejected) && errors.Is(fgErr, errConfigRejected):

@@ -159,13 +159,13 @@ const startAttempts = 3
 // startERL runs envoyproxy/ratelimit on the scenario's files against its
 // own Redis, with its defaults (stats off, as a load test would), and
 // returns its gRPC address.
-func startERL(t *testing.T, bin, root, redisAddr string, headers bool) (*process, string, error) {
+func startERL(t *testing.T, bin, root, redisAddr string, headers bool, env []string) (*process, string, error) {
 	t.Helper()
 	var err error
 	for range startAttempts {
 		var p *process
 		var addr string
-		p, addr, err = startERLOnce(bin, root, redisAddr, headers)
+		p, addr, err = startERLOnce(bin, root, redisAddr, headers, env)
 		if err == nil {
 			t.Cleanup(p.stop)
 			return p, addr, nil
@@ -179,21 +179,21 @@ func startERL(t *testing.T, bin, root, redisAddr string, headers bool) (*process
 
 var errBusyPort = errors.New("port taken")
 
-func startERLOnce(bin, root, redisAddr string, headers bool) (*process, string, error) {
+func startERLOnce(bin, root, redisAddr string, headers bool, env []string) (*process, string, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, "", err
 	}
 	cmd := exec.Command(bin)
-	cmd.Env = childEnv(
+	cmd.Env = childEnv(append([]string{
 		"USE_STATSD=false", "DISABLE_STATS=true", "LOG_LEVEL=warn",
-		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr,
-		"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config", "RUNTIME_WATCH_ROOT=false",
-		"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]),
-		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(ports[1]),
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]),
-		"LIMIT_RESPONSE_HEADERS_ENABLED="+strconv.FormatBool(headers),
-	)
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr,
+		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config", "RUNTIME_WATCH_ROOT=false",
+		"HOST=127.0.0.1", "PORT=" + strconv.Itoa(ports[0]),
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + strconv.Itoa(ports[1]),
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + strconv.Itoa(ports[2]),
+		"LIMIT_RESPONSE_HEADERS_ENABLED=" + strconv.FormatBool(headers),
+	}, env...)...)
 	p, err := startProcess("envoyproxy/ratelimit", cmd)
 	if err != nil {
 		return nil, "", err
