@@ -20,6 +20,8 @@
 #   FLOODGATE_ENVOY_BENCH_CONC     closed-loop callers (default 64)
 #   FLOODGATE_ENVOY_BENCH_KEYS     distinct descriptor values (default 10000)
 #   FLOODGATE_ENVOY_BENCH_PORT     first of the 9 consecutive ports used (default 17380)
+#   FLOODGATE_ENVOY_BENCH_PIN      1: services and Redis on CPU 0, the load generator on CPU 1
+#                                  (taskset), so that the load does not take the services' CPU
 # Needs redis-server, redis-cli and jq.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,11 @@ rounds=${FLOODGATE_ENVOY_BENCH_ROUNDS:-3}
 conc=${FLOODGATE_ENVOY_BENCH_CONC:-64}
 keys=${FLOODGATE_ENVOY_BENCH_KEYS:-10000}
 port=${FLOODGATE_ENVOY_BENCH_PORT:-17380}
+svc_pin=() bench_pin=()
+if [ "${FLOODGATE_ENVOY_BENCH_PIN:-}" = 1 ]; then
+	command -v taskset >/dev/null || { echo "bench-envoy: FLOODGATE_ENVOY_BENCH_PIN needs taskset" >&2; exit 1; }
+	svc_pin=(taskset -c 0) bench_pin=(taskset -c 1)
+fi
 for tool in redis-server redis-cli jq; do
 	command -v "$tool" >/dev/null || { echo "bench-envoy: $tool not found" >&2; exit 1; }
 done
@@ -57,7 +64,7 @@ descriptors:
 EOF
 
 redis_port=$port
-redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+"${svc_pin[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 pids+=($!)
 redis_pid=$!
 
@@ -70,7 +77,7 @@ envoy() {
 		RUNTIME_ROOT="$work/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_APPDIRECTORY=config \
 		RUNTIME_WATCH_ROOT=false \
 		HOST=127.0.0.1 PORT="$http" GRPC_HOST=127.0.0.1 GRPC_PORT="$grpc" \
-		DEBUG_HOST=127.0.0.1 DEBUG_PORT="$debug" "$@" "$rl" >"$work/$name.log" 2>&1 &
+		DEBUG_HOST=127.0.0.1 DEBUG_PORT="$debug" "$@" "${svc_pin[@]}" "$rl" >"$work/$name.log" 2>&1 &
 	pids+=($!)
 }
 
@@ -90,7 +97,7 @@ envoy envoy-default $((port + 1)) $((port + 2)) $((port + 3))
 pid[envoy-default]=$!
 envoy envoy-tuned $((port + 4)) $((port + 5)) $((port + 6)) REDIS_PIPELINE_WINDOW=150us REDIS_PIPELINE_LIMIT=8
 pid[envoy-tuned]=$!
-"$work/floodgate" serve --redis "127.0.0.1:$redis_port" --config "$work/runtime/ratelimit/config" \
+"${svc_pin[@]}" "$work/floodgate" serve --redis "127.0.0.1:$redis_port" --config "$work/runtime/ratelimit/config" \
 	--http "127.0.0.1:$((port + 7))" --grpc "127.0.0.1:$((port + 8))" --count-denied-hits >"$work/floodgate.log" 2>&1 &
 pids+=($!)
 pid[floodgate]=$!
@@ -106,7 +113,7 @@ children_ms() { # CPU time (user+system) of this shell's finished children, in m
 	awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); t += p[1] * 60000 + p[2] * 1000 } printf "%d", t }' "$work/times" >"$work/$1"
 }
 bench() { # bench ADDR SECONDS: one closed-loop run, its JSON report on stdout
-	"$work/floodgate" bench --target grpc --addr "$1" --concurrency "$conc" --keys "$keys" \
+	"${bench_pin[@]}" "$work/floodgate" bench --target grpc --addr "$1" --concurrency "$conc" --keys "$keys" \
 		--domain bench --descriptor-key user --duration "${2}s" --json
 }
 
