@@ -108,9 +108,21 @@ func (s *sendDeadline) Write(p []byte) (int, error) {
 func (s *sendDeadline) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // HTTPServer returns a server of h (wrapped by Handler) with the drain's
-// bounds, logging connection errors to its logger.
+// bounds and TLS, logging connection errors to its logger.
 func (d *Drain) HTTPServer(h http.Handler) *http.Server {
-	return &http.Server{
+	return d.httpServer(h, true)
+}
+
+// AdminHTTPServer is HTTPServer for the admin listener: over TLS when the
+// others are, but it asks for no client certificate, since its bearer
+// token guards it and what calls it (kubelet probes, Prometheus) often has
+// none.
+func (d *Drain) AdminHTTPServer(h http.Handler) *http.Server {
+	return d.httpServer(h, false)
+}
+
+func (d *Drain) httpServer(h http.Handler, clientAuth bool) *http.Server {
+	hs := &http.Server{
 		Handler:           d.Handler(h),
 		ReadHeaderTimeout: d.opts.ReadHeaderTimeout,
 		ReadTimeout:       d.opts.ReadTimeout,
@@ -119,6 +131,10 @@ func (d *Drain) HTTPServer(h http.Handler) *http.Server {
 		MaxHeaderBytes:    d.opts.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
+	if d.opts.TLS != nil {
+		hs.TLSConfig = d.opts.TLS.config(httpProtos, clientAuth)
+	}
+	return hs
 }
 
 // Server is one listener and what serves it, for Drain.Serve. Make one
@@ -210,8 +226,16 @@ type httpServer struct {
 	ln net.Listener
 }
 
+// serve serves TLS when hs has a TLSConfig (its certificates come from
+// the config, not from files named here).
 func (s *httpServer) serve() error {
-	if err := s.hs.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+	var err error
+	if s.hs.TLSConfig != nil {
+		err = s.hs.ServeTLS(s.ln, "", "")
+	} else {
+		err = s.hs.Serve(s.ln)
+	}
+	if !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -81,6 +82,11 @@ type Options struct {
 	// ShutdownTimeout is how long in-flight requests may finish once the
 	// listeners have closed; what still runs then is closed and logged.
 	ShutdownTimeout time.Duration
+	// TLS, when not nil, serves every listener over TLS (1.2 at least)
+	// with its certificate, reloaded when its files change; with a client
+	// CA, the HTTP and gRPC listeners require client certificates it
+	// signed, the admin listener not (see Drain.AdminHTTPServer).
+	TLS *TLS
 }
 
 // Defaults are floodgate serve's bounds with no grace period: a library
@@ -98,8 +104,8 @@ func Defaults() Options {
 }
 
 // GRPCOptions are the server options that apply o to gRPC: the handshake
-// bound, idle connections closed, quiet clients pinged, and pings from a
-// client more often than every 10s answered with GOAWAY.
+// bound, idle connections closed, quiet clients pinged, pings from a
+// client more often than every 10s answered with GOAWAY, and TLS.
 func (o Options) GRPCOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveParams(keepalive.ServerParameters{
@@ -114,6 +120,9 @@ func (o Options) GRPCOptions() []grpc.ServerOption {
 	}
 	if o.ReadHeaderTimeout > 0 {
 		opts = append(opts, grpc.ConnectionTimeout(o.ReadHeaderTimeout))
+	}
+	if o.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS.config(grpcProtos, true))))
 	}
 	return opts
 }
