@@ -22,12 +22,21 @@ type RedisAuth struct {
 	// must agree when both are given.
 	Username string
 	Password string
+	// PasswordFile is a file that holds the password (--redis-password-file),
+	// read once at start, one trailing newline dropped: how a Kubernetes
+	// or Docker secret is mounted. It is refused together with a password
+	// from the flag or a URL, rather than one silently winning.
+	PasswordFile string
 	// TLS turns TLS on (--redis-tls; a rediss:// URL does too).
 	TLS RedisTLS
 	// SentinelMaster, when set, makes the --redis addresses those of Redis
 	// Sentinels that watch the master set of that name
 	// (--redis-sentinel-master).
 	SentinelMaster string
+	// Sentinel is --redis-sentinel, master@host:port[,host:port...]: the
+	// master set's name and its Sentinels' addresses in one setting, in
+	// place of --redis-sentinel-master with --redis.
+	Sentinel string
 	// SentinelUsername and SentinelPassword authenticate to the Sentinels
 	// themselves (--redis-sentinel-username, --redis-sentinel-password).
 	SentinelUsername string
@@ -48,6 +57,11 @@ type RedisTLS struct {
 	// not the name in it (--redis-tls-skip-hostname-verification): for
 	// servers reached by an address their certificate does not name.
 	SkipHostnameVerification bool
+	// ServerName is the name the server's certificate must carry
+	// (--redis-tls-server-name; default: the host of the address dialled),
+	// also sent as SNI: for a Redis reached by an IP address or through a
+	// tunnel whose certificate names its DNS name.
+	ServerName string
 }
 
 // errRedisURL marks a --redis that cannot be read.
@@ -62,7 +76,11 @@ func redisConfig(cfg Config) (redisstore.Config, error) {
 		Username: cfg.RedisAuth.Username, Password: cfg.RedisAuth.Password}
 	useTLS := cfg.RedisAuth.TLS.Enabled
 	var fromURL *redisURL
-	for _, raw := range cfg.Redis {
+	addrs, master, err := redisAddrs(cfg)
+	if err != nil {
+		return redisstore.Config{}, err
+	}
+	for _, raw := range addrs {
 		u, err := parseRedisAddr(raw)
 		if err != nil {
 			return redisstore.Config{}, fmt.Errorf("--redis %s: %w", maskRedis(raw), err)
@@ -92,21 +110,83 @@ func redisConfig(cfg Config) (redisstore.Config, error) {
 		}
 		rc.DB, useTLS = fromURL.db, useTLS || fromURL.tls
 	}
+	if rc.Password, err = passwordFromFile(cfg.RedisAuth.PasswordFile, rc.Password); err != nil {
+		return redisstore.Config{}, err
+	}
 	if useTLS {
 		t, err := tlsConfig(cfg.RedisAuth.TLS)
 		if err != nil {
 			return redisstore.Config{}, err
 		}
 		rc.TLS = t
-	} else if t := cfg.RedisAuth.TLS; t.CA != "" || t.Cert != "" || t.Key != "" || t.SkipHostnameVerification {
+	} else if t := cfg.RedisAuth.TLS; t.CA != "" || t.Cert != "" || t.Key != "" || t.SkipHostnameVerification || t.ServerName != "" {
 		return redisstore.Config{}, errors.New("--redis-tls-*: TLS settings given without TLS: add --redis-tls or use a rediss:// URL")
 	}
 	a := cfg.RedisAuth
-	rc.Sentinel = redisstore.Sentinel{MasterSet: a.SentinelMaster, Username: a.SentinelUsername, Password: a.SentinelPassword}
-	if a.SentinelMaster == "" && (a.SentinelUsername != "" || a.SentinelPassword != "") {
-		return redisstore.Config{}, errors.New("--redis-sentinel-username/--redis-sentinel-password given without --redis-sentinel-master")
+	rc.Sentinel = redisstore.Sentinel{MasterSet: master, Username: a.SentinelUsername, Password: a.SentinelPassword}
+	if master == "" && (a.SentinelUsername != "" || a.SentinelPassword != "") {
+		return redisstore.Config{}, errors.New("--redis-sentinel-username/--redis-sentinel-password given without --redis-sentinel-master or --redis-sentinel")
 	}
 	return rc, nil
+}
+
+// UsesRedis reports whether the service counts in Redis: --redis or
+// --redis-sentinel is given.
+func (c Config) UsesRedis() bool { return len(c.Redis) > 0 || c.RedisAuth.Sentinel != "" }
+
+// redisAddrs is --redis's addresses and --redis-sentinel-master, or what
+// --redis-sentinel says instead: one form or the other, never both
+// (which would leave unsaid which addresses are the Sentinels).
+func redisAddrs(cfg Config) (addrs []string, master string, err error) {
+	a := cfg.RedisAuth
+	if a.Sentinel == "" {
+		return cfg.Redis, a.SentinelMaster, nil
+	}
+	if len(cfg.Redis) > 0 || a.SentinelMaster != "" {
+		return nil, "", errors.New("--redis-sentinel names the master set and its Sentinels: give it alone, without --redis or --redis-sentinel-master")
+	}
+	master, addrs, err = ParseSentinel(a.Sentinel)
+	if err != nil {
+		return nil, "", fmt.Errorf("--redis-sentinel %w", err)
+	}
+	return addrs, master, nil
+}
+
+// ParseSentinel reads --redis-sentinel's master@host:port,host:port into
+// the master set's name and the Sentinels' addresses.
+func ParseSentinel(s string) (master string, addrs []string, err error) {
+	master, list, ok := strings.Cut(s, "@")
+	if !ok || master == "" || list == "" {
+		return "", nil, fmt.Errorf("%q: want master@host:port[,host:port...], the master set's name and its Sentinels", s)
+	}
+	for _, a := range strings.Split(list, ",") {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return "", nil, fmt.Errorf("%q: Sentinel %q: want host:port: %w", s, a, err)
+		}
+		addrs = append(addrs, a)
+	}
+	return master, addrs, nil
+}
+
+// passwordFromFile is the password in path (none: given, the password of
+// the flag or URL), its one trailing newline dropped. A file and another
+// password are refused: which one wins would be a guess.
+func passwordFromFile(path, given string) (string, error) {
+	if path == "" {
+		return given, nil
+	}
+	if given != "" {
+		return "", errors.New("--redis-password-file: a password is given by --redis-password or the --redis URL too: give it once")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--redis-password-file: %w", err)
+	}
+	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if pw == "" {
+		return "", fmt.Errorf("--redis-password-file %s: the file is empty", path)
+	}
+	return pw, nil
 }
 
 // agree is the value of a setting given by a flag, a URL or both; both
@@ -232,6 +312,10 @@ func tlsConfig(t RedisTLS) (*tls.Config, error) {
 		}
 		c.Certificates = []tls.Certificate{pair}
 	}
+	if t.ServerName != "" && t.SkipHostnameVerification {
+		return nil, errors.New("--redis-tls-server-name names the certificate's name to check and --redis-tls-skip-hostname-verification checks none: give one")
+	}
+	c.ServerName = t.ServerName
 	if t.SkipHostnameVerification {
 		// Go checks the name along with the chain; to check the chain
 		// alone, skip its check and verify the chain here.

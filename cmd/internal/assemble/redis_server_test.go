@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"log/slog"
 	"math/big"
 	"net"
@@ -54,6 +53,10 @@ func decideOnce(t *testing.T, st *Stores) {
 func TestRedisWithAPassword(t *testing.T) {
 	srv := testkit.StartServer(t, testkit.WithPassword("s3cret"))
 	addr := srv.Addr()
+	secret := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		redis   string
@@ -63,6 +66,8 @@ func TestRedisWithAPassword(t *testing.T) {
 		{name: "URL", redis: "redis://:s3cret@" + addr},
 		{name: "URL with the default user", redis: "redis://default:s3cret@" + addr + "/1"},
 		{name: "flag", redis: addr, auth: RedisAuth{Password: "s3cret"}},
+		{name: "password file", redis: addr, auth: RedisAuth{PasswordFile: secret}},
+		{name: "password file with a URL user", redis: "redis://default@" + addr, auth: RedisAuth{PasswordFile: secret}},
 		{name: "wrong password", redis: "redis://:wrong@" + addr, wantErr: "WRONGPASS"},
 		{name: "no password", redis: addr, wantErr: "NOAUTH"},
 	}
@@ -178,7 +183,7 @@ func TestRedisOverTLS(t *testing.T) {
 // real redis-sentinel for the master, which has a password of its own.
 func TestRedisThroughSentinel(t *testing.T) {
 	master := testkit.StartServer(t, testkit.WithPassword("m4ster"))
-	sentinel := startSentinel(t, "mymaster", master.Addr(), "m4ster")
+	sentinel := testkit.StartSentinel(t, "mymaster", master.Addr(), "m4ster").Addr
 	st, err := openRedis(t, []string{sentinel}, RedisAuth{Password: "m4ster", SentinelMaster: "mymaster"})
 	if err != nil {
 		t.Fatal(err)
@@ -200,49 +205,6 @@ func requireTLS(t *testing.T) {
 	out, _ := exec.Command("redis-server", "--tls-port", "0", "--port", "0", "--bogus-option-for-probe").CombinedOutput()
 	if strings.Contains(string(out), "tls-port") {
 		t.Skip("this redis-server was built without TLS (BUILD_TLS=yes); Debian's redis-server has it")
-	}
-}
-
-// startSentinel runs redis-server --sentinel watching the master at addr,
-// and waits until it names the master. It is stopped in Cleanup.
-func startSentinel(t *testing.T, set, addr, password string) string {
-	t.Helper()
-	testkit.RequireBinaries(t)
-	dir := t.TempDir()
-	host, port, _ := net.SplitHostPort(addr)
-	sport := freeTCPPort(t)
-	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s 1\nsentinel auth-pass %s %s\n",
-		sport, dir, set, host, port, set, password)
-	path := filepath.Join(dir, "sentinel.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	log, err := os.Create(filepath.Join(dir, "sentinel.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	cmd := exec.Command("redis-server", path, "--sentinel")
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	saddr := "127.0.0.1:" + strconv.Itoa(sport)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r, err := testkit.Send(saddr, "SENTINEL", "get-master-addr-by-name", set)
-		if err == nil && len(r.Elems) == 2 {
-			return saddr
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "sentinel.log"))
-			t.Fatalf("the Sentinel on %s did not name its master within 10s (%v); its log:\n%s", saddr, err, b)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -2,6 +2,8 @@ package assemble
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,6 +41,11 @@ func TestRedisConfigReadsAddressesURLsAndFlags(t *testing.T) {
 			auth: RedisAuth{Password: "m", SentinelMaster: "mymaster", SentinelPassword: "s"},
 			want: redisstore.Config{Addrs: []string{"s1:26379", "s2:26379"}, Password: "m",
 				Sentinel: redisstore.Sentinel{MasterSet: "mymaster", Password: "s"}}},
+		{name: "--redis-sentinel master@addresses", auth: RedisAuth{Sentinel: "mymaster@s1:26379,s2:26379", SentinelPassword: "s"},
+			want: redisstore.Config{Addrs: []string{"s1:26379", "s2:26379"},
+				Sentinel: redisstore.Sentinel{MasterSet: "mymaster", Password: "s"}}},
+		{name: "TLS server name", redis: []string{"rediss://10.0.0.1:6380"}, auth: RedisAuth{TLS: RedisTLS{ServerName: "redis.internal"}},
+			want: redisstore.Config{Addrs: []string{"10.0.0.1:6380"}}, wantTLS: true},
 
 		{name: "flag and URL that differ", redis: []string{"redis://:secret@a:1"}, auth: RedisAuth{Password: "other"},
 			wantErr: "the URL's password differs from --redis-password"},
@@ -64,6 +71,22 @@ func TestRedisConfigReadsAddressesURLsAndFlags(t *testing.T) {
 			wantErr: "--redis-tls-ca"},
 		{name: "cert without key", redis: []string{"a:1"}, auth: RedisAuth{TLS: RedisTLS{Enabled: true, Cert: "c.pem"}},
 			wantErr: "give both or neither"},
+		{name: "--redis-sentinel with --redis", redis: []string{"a:1"}, auth: RedisAuth{Sentinel: "m@s1:26379"},
+			wantErr: "give it alone"},
+		{name: "--redis-sentinel with --redis-sentinel-master", auth: RedisAuth{Sentinel: "m@s1:26379", SentinelMaster: "m"},
+			wantErr: "give it alone"},
+		{name: "--redis-sentinel without master", auth: RedisAuth{Sentinel: "s1:26379"}, wantErr: "want master@host:port"},
+		{name: "--redis-sentinel without port", auth: RedisAuth{Sentinel: "m@s1"}, wantErr: `Sentinel "s1": want host:port`},
+		{name: "server name without TLS", redis: []string{"a:1"}, auth: RedisAuth{TLS: RedisTLS{ServerName: "r"}},
+			wantErr: "TLS settings given without TLS"},
+		{name: "server name and no name check", redis: []string{"a:1"},
+			auth: RedisAuth{TLS: RedisTLS{Enabled: true, ServerName: "r", SkipHostnameVerification: true}}, wantErr: "give one"},
+		{name: "password file and URL password", redis: []string{"redis://:secret@a:1"}, auth: RedisAuth{PasswordFile: "pw"},
+			wantErr: "--redis-password-file: a password is given by --redis-password or the --redis URL too"},
+		{name: "password file and flag", redis: []string{"a:1"}, auth: RedisAuth{PasswordFile: "pw", Password: "secret"},
+			wantErr: "--redis-password-file: a password is given"},
+		{name: "missing password file", redis: []string{"a:1"}, auth: RedisAuth{PasswordFile: "/nonexistent/pw"},
+			wantErr: "--redis-password-file: open /nonexistent/pw"},
 		{name: "sentinel password without master", redis: []string{"a:1"}, auth: RedisAuth{SentinelPassword: "s"},
 			wantErr: "without --redis-sentinel-master"},
 	}
@@ -89,6 +112,41 @@ func TestRedisConfigReadsAddressesURLsAndFlags(t *testing.T) {
 			if strings.Join(got.Addrs, ",") != strings.Join(tt.want.Addrs, ",") || got.Username != tt.want.Username ||
 				got.Password != tt.want.Password || got.DB != tt.want.DB || got.Sentinel != tt.want.Sentinel || got.Network != tt.want.Network {
 				t.Errorf("config = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// --redis-password-file holds the password as a mounted secret does: one
+// trailing newline (or CRLF) is dropped, anything else is the password's;
+// an empty file is refused rather than sent as no password.
+func TestRedisPasswordFile(t *testing.T) {
+	tests := []struct {
+		name, content, want, wantErr string
+	}{
+		{name: "bare", content: "s3cret", want: "s3cret"},
+		{name: "newline", content: "s3cret\n", want: "s3cret"},
+		{name: "CRLF", content: "s3cret\r\n", want: "s3cret"},
+		{name: "spaces kept", content: " s3 cret \n", want: " s3 cret "},
+		{name: "only one newline dropped", content: "s3cret\n\n", want: "s3cret\n"},
+		{name: "empty", content: "", wantErr: "the file is empty"},
+		{name: "only a newline", content: "\n", wantErr: "the file is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "password")
+			if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := redisConfig(Config{Redis: []string{"a:1"}, RedisAuth: RedisAuth{PasswordFile: path}})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got.Password != tt.want {
+				t.Fatalf("password = %q, %v; want %q", got.Password, err, tt.want)
 			}
 		})
 	}

@@ -84,11 +84,14 @@ func openStores(cfg Config, log *slog.Logger) (*Stores, error) {
 	if cfg.MaxKeys < 0 {
 		return nil, fmt.Errorf("--max-keys %d: want 0 (unbounded) or a positive number of keys", cfg.MaxKeys)
 	}
-	if len(cfg.Redis) == 0 {
+	if !cfg.UsesRedis() {
 		m := floodgate.NewMemory(floodgate.WithMaxKeys(cfg.MaxKeys))
 		return &Stores{name: "memory", memory: m}, nil
 	}
 	redis := maskRedis(strings.Join(cfg.Redis, ","))
+	if cfg.RedisAuth.Sentinel != "" {
+		redis = "sentinel " + cfg.RedisAuth.Sentinel
+	}
 	if _, err := failover.ParseMode(string(cfg.FailureMode)); err != nil {
 		return nil, fmt.Errorf("--failure-mode: %w", err)
 	}
@@ -149,7 +152,8 @@ func (s *Stores) For(rule policy.Rule) floodgate.Limiter {
 func (s *Stores) Default() floodgate.Limiter { return s.For(policy.Rule{}) }
 
 // Check reports policies that name a strategy this node did not build (a
-// reload that brings in a new one needs a restart).
+// reload that brings in a new one needs a restart), or with a limit its
+// strategy cannot serve (CheckStrategies).
 func (s *Stores) Check(policies *policy.Set) error {
 	if s.fleet == nil {
 		return nil
