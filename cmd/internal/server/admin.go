@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 
 	"github.com/floodgate-io/floodgate"
@@ -24,6 +25,49 @@ func (s *Server) admin() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no admin route %s", r.URL.Path))
 	})
+	return s.requireToken(mux)
+}
+
+// profiler serves net/http/pprof's profiles under /debug/pprof/, behind
+// the admin token as /admin is: a profile shows what the process holds
+// and a CPU profile costs it, so it is not for anyone who can reach it.
+func (s *Server) profiler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // the index and every named profile (heap, goroutine, ...)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return s.requireToken(mux)
+}
+
+// operatorRoutes adds what only operators call to mux: /metrics, /admin
+// and /debug/pprof/. They are on the HTTP listener, or on the admin
+// listener alone when there is one (Listeners.Admin).
+func (s *Server) operatorRoutes(mux *http.ServeMux) {
+	mux.Handle("/metrics", onlyMethod(http.MethodGet, s.metrics.Handler().ServeHTTP))
+	mux.Handle("/admin/", s.admin())
+	mux.Handle("/admin", s.admin())
+	mux.Handle("/debug/pprof/", s.profiler())
+}
+
+// adminListener is the admin listener's handler: the operator's routes,
+// and /healthz and /readyz for probes that cannot present the client
+// certificate the HTTP listener may require.
+func (s *Server) adminListener() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", onlyMethod(http.MethodGet, s.handleHealthz))
+	mux.Handle("/readyz", onlyMethod(http.MethodGet, s.handleReadyz))
+	s.operatorRoutes(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s on the admin listener (/admin, /metrics, /debug/pprof/, /healthz, /readyz)", r.URL.Path))
+	})
+	return s.recoverer(mux)
+}
+
+// requireToken serves h to requests with the admin bearer token; without
+// a token configured, h is off (404).
+func (s *Server) requireToken(h http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(s.opts.AdminToken))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.AdminToken == "" {
@@ -42,7 +86,7 @@ func (s *Server) admin() http.Handler {
 			writeError(w, http.StatusUnauthorized, "invalid admin token")
 			return
 		}
-		mux.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
 

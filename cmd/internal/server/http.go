@@ -13,8 +13,10 @@ import (
 	"github.com/floodgate-io/floodgate/internal/excerpt"
 )
 
-// routes builds the HTTP handler.
-func (s *Server) routes() http.Handler {
+// routes builds the HTTP listener's handler; operator adds /metrics,
+// /admin and /debug/pprof/ (operatorRoutes), unless the admin listener
+// serves them.
+func (s *Server) routes(operator bool) http.Handler {
 	mux := http.NewServeMux()
 	route := func(path, method string, h http.HandlerFunc) {
 		mux.Handle(path, onlyMethod(method, h))
@@ -24,9 +26,9 @@ func (s *Server) routes() http.Handler {
 	route("/json", http.MethodPost, s.handleJSON)
 	route("/healthz", http.MethodGet, s.handleHealthz)
 	route("/readyz", http.MethodGet, s.handleReadyz)
-	route("/metrics", http.MethodGet, s.metrics.Handler().ServeHTTP)
-	mux.Handle("/admin/", s.admin())
-	mux.Handle("/admin", s.admin())
+	if operator { // else on the admin listener
+		s.operatorRoutes(mux)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s", r.URL.Path))
 	})

@@ -1,6 +1,7 @@
 // Package server is Floodgate's service: the HTTP API (POST /v1/allow,
 // POST /v1/adjust, Envoy's POST /json, /healthz, /readyz, /metrics,
-// /admin) and the gRPC
+// /admin, /debug/pprof/, the last three on an admin listener of their own
+// when asked) and the gRPC
 // services (envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1,
 // reflection), all over one decision engine.
 //
@@ -146,7 +147,7 @@ func New(opts Options) *Server {
 		s.drain.WithGrace(opts.GraceTimer)
 	}
 	s.stopping = s.drain.Draining()
-	s.handler = s.routes()
+	s.handler = s.routes(true)
 	s.health = &healthServer{s: s, poll: time.Second}
 	return s
 }
@@ -175,14 +176,34 @@ func (s *Server) ready() error {
 // left is closed, and Serve returns nil. When a listener fails first, Serve
 // stops the other at once and returns that error. Serve may be called once.
 func (s *Server) Serve(ctx context.Context, httpLn, grpcLn net.Listener) error {
+	return s.ServeListeners(ctx, Listeners{HTTP: httpLn, GRPC: grpcLn})
+}
+
+// Listeners are the listeners of ServeListeners; any may be nil.
+type Listeners struct {
+	HTTP, GRPC net.Listener
+	// Admin, when not nil, serves /admin, /metrics and /debug/pprof/ in
+	// place of HTTP, and /healthz and /readyz as HTTP does. It drains
+	// with the others; over TLS it asks for no client certificate
+	// (listen.Drain.AdminHTTPServer).
+	Admin net.Listener
+}
+
+// ServeListeners is Serve with an admin listener.
+func (s *Server) ServeListeners(ctx context.Context, l Listeners) error {
 	var servers []listen.Server
-	if httpLn != nil {
-		servers = append(servers, listen.HTTP(s.drain.HTTPServer(s.handler), httpLn))
+	handler := s.handler
+	if l.Admin != nil {
+		handler = s.routes(false)
+		servers = append(servers, listen.HTTP(s.drain.AdminHTTPServer(s.adminListener()), l.Admin))
 	}
-	if grpcLn != nil {
+	if l.HTTP != nil {
+		servers = append(servers, listen.HTTP(s.drain.HTTPServer(handler), l.HTTP))
+	}
+	if l.GRPC != nil {
 		// built here, not in New: its stream workers run until it stops,
 		// which only Serve does
-		servers = append(servers, listen.GRPC(s.newGRPC(), grpcLn))
+		servers = append(servers, listen.GRPC(s.newGRPC(), l.GRPC))
 	}
 	return s.drain.Serve(ctx, servers...)
 }
