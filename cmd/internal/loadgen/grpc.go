@@ -8,9 +8,6 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -19,68 +16,51 @@ const userAgent = "floodgate-bench"
 
 type grpcTransport struct {
 	p     plan
-	conns []*grpc.ClientConn
+	conns []*h2Slot
 }
 
-// newGRPC opens Conns client connections and waits, up to Timeout, for each
-// to be ready, so that the first calls are not charged the TCP and HTTP/2
-// handshakes. A connection that fails is not an error here: its calls will
-// fail and be counted, as with HTTP.
+// newGRPC opens Conns HTTP/2 connections (see h2Conn), so that the first
+// calls are not charged the TCP and HTTP/2 handshakes. A connection that
+// fails is not an error here: its calls will fail and be counted, as with
+// HTTP, and it is dialled again as they come.
 func newGRPC(ctx context.Context, p plan) (*grpcTransport, error) {
 	t := &grpcTransport{p: p}
 	for range p.Conns {
 		// Plaintext: the benchmark targets a service on a trusted network,
 		// normally loopback or a sidecar, as Envoy's RLS client does.
-		cc, err := grpc.NewClient(p.Addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithUserAgent(userAgent))
-		if err != nil {
-			t.close()
-			return nil, fmt.Errorf("loadgen: gRPC client for %s: %w", p.Addr, err)
-		}
-		t.conns = append(t.conns, cc)
-		cc.Connect()
-	}
-	wctx, cancel := context.WithTimeout(ctx, p.Timeout)
-	defer cancel()
-	for _, cc := range t.conns {
-		for s := cc.GetState(); s != connectivity.Ready && s != connectivity.TransientFailure && s != connectivity.Shutdown; s = cc.GetState() {
-			if !cc.WaitForStateChange(wctx, s) {
-				break
-			}
-		}
+		s := &h2Slot{addr: p.Addr, timeout: p.Timeout}
+		s.conn(ctx) // its error is the calls'
+		t.conns = append(t.conns, s)
 	}
 	return t, nil
 }
 
 func (t *grpcTransport) client(worker int) client {
 	return &grpcClient{
-		cc: t.conns[worker%len(t.conns)],
+		conn: t.conns[worker%len(t.conns)],
 		req: rlsRequest{domain: t.p.Domain, key: t.p.DescriptorKey, hits: uint32(t.p.Cost),
 			value: make([]byte, 0, 20)},
-		opts:    []grpc.CallOption{grpc.ForceCodecV2(wireCodec{})},
 		timeout: t.p.Timeout,
 	}
 }
 
 func (t *grpcTransport) close() {
 	for _, cc := range t.conns {
-		cc.Close()
+		cc.close()
 	}
 }
 
 type grpcClient struct {
-	cc      *grpc.ClientConn
+	conn    *h2Slot
 	req     rlsRequest // its value rewritten per call
 	resp    rlsAnswer
-	opts    []grpc.CallOption
 	timeout time.Duration
 }
 
 func (c *grpcClient) call(ctx context.Context, key int) (bool, error) {
 	c.req.value = strconv.AppendInt(c.req.value[:0], int64(key), 10)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	err := c.cc.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, &c.req, &c.resp, c.opts...)
+	err := c.conn.invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, &c.req, &c.resp)
 	cancel()
 	if err != nil {
 		return false, err

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -216,22 +215,20 @@ func newGubernator(ctx context.Context, p plan) (*gubernatorTransport, error) {
 
 func (t *gubernatorTransport) client(worker int) client {
 	c := &gubernatorClient{
-		cc:      t.conns[worker%len(t.conns)],
+		conn:    t.conns[worker%len(t.conns)],
 		req:     t.req,
 		prefix:  len(t.p.DescriptorKey) + 1,
 		timeout: t.p.Timeout,
 	}
 	c.req.uniqueKey = append([]byte(t.p.DescriptorKey+":"), make([]byte, 0, 20)...)
-	c.opts = []grpc.CallOption{grpc.ForceCodecV2(wireCodec{})}
 	return c
 }
 
 type gubernatorClient struct {
-	cc      *grpc.ClientConn
+	conn    *h2Slot
 	req     guberRequest
 	prefix  int // len("DescriptorKey:"), the start of the value in req.uniqueKey
 	resp    guberResponse
-	opts    []grpc.CallOption
 	timeout time.Duration
 }
 
@@ -241,7 +238,7 @@ type gubernatorClient struct {
 func (c *gubernatorClient) call(ctx context.Context, key int) (bool, error) {
 	c.req.uniqueKey = strconv.AppendInt(c.req.uniqueKey[:c.prefix], int64(key), 10)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	err := c.cc.Invoke(ctx, gubernatorMethod, &c.req, &c.resp, c.opts...)
+	err := c.conn.invoke(ctx, gubernatorMethod, &c.req, &c.resp)
 	cancel()
 	if err != nil {
 		return false, err

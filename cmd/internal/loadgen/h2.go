@@ -1,0 +1,514 @@
+package loadgen
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The gRPC targets speak HTTP/2 themselves, through h2Conn, rather than
+// through grpc-go's client. A load generator shares the machine with the
+// service it measures, and grpc-go's client took as much CPU per call as
+// the service under test (about 20 µs: its streams, contexts, retry
+// buffers and picker are there for applications, not for a closed loop of
+// identical unary calls), so that it decided how fast either service
+// could look. h2Conn does what a unary call needs and no more: one
+// HEADERS and one DATA frame out, the answer's frames in, flow control,
+// SETTINGS, PING and GOAWAY. Its writes are batched: callers write their
+// frames into a buffer and a goroutine of the connection's flushes it, so
+// that the calls made while one flush is under way go out in the next, in
+// one system call.
+
+// h2Window is the flow-control window h2Conn grants the server, for the
+// connection and for each stream; the connection's is topped up whenever
+// half of it has been used.
+const h2Window = 1 << 30
+
+// errH2Closed is the error of a call on a connection that has ended.
+var errH2Closed = errors.New("loadgen: HTTP/2 connection closed")
+
+// h2Conn is one HTTP/2 connection carrying unary gRPC calls.
+type h2Conn struct {
+	conn      net.Conn
+	authority string
+
+	// wmu serializes writes: frames, and the header encoder, whose state
+	// is the connection's.
+	wmu     sync.Mutex
+	bw      *bufio.Writer
+	wfr     *http2.Framer
+	henc    *hpack.Encoder
+	hbuf    bytes.Buffer
+	dirty   bool          // the buffer holds frames to flush (under wmu)
+	flush   chan struct{} // wakes the flusher; buffered, 1
+
+	mu        sync.Mutex
+	cond      *sync.Cond // waits for send window, a stream slot, or the end
+	nextID    uint32
+	calls     map[uint32]*h2Call
+	active    uint32 // calls that hold a stream slot: registered, or about to be
+	sendWin   int64  // the connection's send window
+	maxActive uint32 // the server's SETTINGS_MAX_CONCURRENT_STREAMS
+	err       error  // why the connection ended; nil while it serves
+
+	unacked int64 // bytes received since the last WINDOW_UPDATE (reader only)
+	ended   atomic.Bool
+	done    chan struct{}
+}
+
+// h2Call is one call's answer as the reader gathers it.
+type h2Call struct {
+	body   []byte // the DATA received
+	status int    // HTTP :status
+	grpc   *status.Status
+	err    error
+	done   chan struct{}
+}
+
+// dialH2 connects to addr and exchanges the connection prefaces.
+func dialH2(ctx context.Context, addr string) (*h2Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &h2Conn{conn: nc, authority: addr, bw: bufio.NewWriterSize(nc, 32<<10), nextID: 1,
+		calls: map[uint32]*h2Call{}, sendWin: 65535, maxActive: 1<<31 - 1, done: make(chan struct{}),
+		flush: make(chan struct{}, 1)}
+	c.cond = sync.NewCond(&c.mu)
+	c.wfr = http2.NewFramer(c.bw, nil)
+	c.henc = hpack.NewEncoder(&c.hbuf)
+	rfr := http2.NewFramer(nil, bufio.NewReaderSize(nc, 32<<10))
+	rfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	rfr.MaxHeaderListSize = 1 << 20
+	if _, err := c.bw.WriteString(http2.ClientPreface); err == nil {
+		err = c.wfr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2Window},
+			http2.Setting{ID: http2.SettingEnablePush, Val: 0})
+		if err == nil {
+			err = c.wfr.WriteWindowUpdate(0, h2Window-65535)
+		}
+		if err == nil {
+			err = c.bw.Flush()
+		}
+	}
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	go c.read(rfr)
+	go c.flusher()
+	return c, nil
+}
+
+// flusher flushes what callers wrote, until the connection ends.
+func (c *h2Conn) flusher() {
+	for {
+		select {
+		case <-c.flush:
+		case <-c.done:
+			return
+		}
+		runtime.Gosched() // let the callers that are about to write join this flush
+		c.wmu.Lock()
+		var err error
+		if c.dirty {
+			c.dirty = false
+			err = c.bw.Flush()
+		}
+		c.wmu.Unlock()
+		if err != nil {
+			c.fail(fmt.Errorf("loadgen: writing to %s: %w", c.authority, err))
+		}
+	}
+}
+
+// close ends the connection; calls in flight fail.
+func (c *h2Conn) close() {
+	c.conn.Close()
+	<-c.done
+}
+
+// invoke makes one unary call of method: req out, resp in. Its error is a
+// gRPC status error when the server answered with one.
+func (c *h2Conn) invoke(ctx context.Context, method string, req wireRequest, resp wireResponse) error {
+	msg := req.appendMessage(make([]byte, 5, 5+req.sizeHint()))
+	msg[0] = 0 // not compressed
+	binary.BigEndian.PutUint32(msg[1:5], uint32(len(msg)-5))
+	if err := c.reserve(len(msg)); err != nil {
+		return err
+	}
+	call := &h2Call{done: make(chan struct{})}
+	id, err := c.send(ctx, call, method, msg)
+	if err != nil {
+		if id == 0 { // never registered: give its slot back
+			c.release()
+		}
+		return err
+	}
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		c.cancel(id)
+		<-call.done
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return call.answer(resp)
+}
+
+// reserve waits for a stream slot and send window for n bytes, and takes
+// both.
+func (c *h2Conn) reserve(n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.err == nil && (c.sendWin < int64(n) || c.active >= c.maxActive) {
+		c.cond.Wait()
+	}
+	if c.err != nil {
+		return c.err
+	}
+	c.sendWin -= int64(n)
+	c.active++
+	return nil
+}
+
+// release gives back a slot that reserve took for a call never sent.
+func (c *h2Conn) release() {
+	c.mu.Lock()
+	c.active--
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// send registers call under a new stream ID and writes its HEADERS and
+// its one DATA frame. IDs are taken while writing, so that they reach the
+// server in increasing order, as HTTP/2 requires. It returns the ID, 0
+// when the call was not registered (the connection had ended).
+func (c *h2Conn) send(ctx context.Context, call *h2Call, method string, msg []byte) (uint32, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return 0, err
+	}
+	id := c.nextID
+	c.nextID += 2
+	c.calls[id] = call
+	c.mu.Unlock()
+	c.hbuf.Reset()
+	for _, f := range [...]hpack.HeaderField{
+		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: method}, {Name: ":authority", Value: c.authority},
+		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+		{Name: "user-agent", Value: userAgent},
+	} {
+		c.henc.WriteField(f)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		c.henc.WriteField(hpack.HeaderField{Name: "grpc-timeout", Value: grpcTimeout(time.Until(d))})
+	}
+	err := c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndHeaders: true})
+	if err == nil {
+		err = c.wfr.WriteData(id, true, msg)
+	}
+	if err == nil && !c.dirty {
+		c.dirty = true
+		select {
+		case c.flush <- struct{}{}:
+		default:
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("loadgen: writing to %s: %w", c.authority, err)
+		c.fail(err) // fails this call too
+	}
+	return id, err
+}
+
+// grpcTimeout is d as gRPC's grpc-timeout header: at most 8 digits and a
+// unit, rounded up.
+func grpcTimeout(d time.Duration) string {
+	if d <= 0 {
+		return "1n"
+	}
+	for _, u := range [...]struct {
+		unit string
+		d    time.Duration
+	}{{"n", time.Nanosecond}, {"u", time.Microsecond}, {"m", time.Millisecond}, {"S", time.Second}, {"M", time.Minute}} {
+		if n := (d + u.d - 1) / u.d; n < 1e8 {
+			return strconv.FormatInt(int64(n), 10) + u.unit
+		}
+	}
+	return strconv.FormatInt(int64(d/time.Hour)+1, 10) + "H"
+}
+
+// cancel resets a stream whose caller left.
+func (c *h2Conn) cancel(id uint32) {
+	c.wmu.Lock()
+	err := c.wfr.WriteRSTStream(id, http2.ErrCodeCancel)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		c.fail(err)
+	}
+	c.finish(id, context.Canceled)
+}
+
+// finish ends a call with err (if it is still open).
+func (c *h2Conn) finish(id uint32, err error) {
+	c.mu.Lock()
+	call := c.calls[id]
+	if call != nil {
+		delete(c.calls, id)
+		c.active--
+		c.cond.Broadcast()
+	}
+	c.mu.Unlock()
+	if call != nil {
+		call.err = err
+		close(call.done)
+	}
+}
+
+// fail ends the connection with err: every open call fails with it, and
+// so do later ones.
+func (c *h2Conn) fail(err error) {
+	c.ended.Store(true)
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	calls := c.calls
+	c.calls = map[uint32]*h2Call{}
+	c.active -= uint32(len(calls))
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	for _, call := range calls {
+		call.err = err
+		close(call.done)
+	}
+	c.conn.Close()
+}
+
+// read serves the connection's incoming frames until it ends.
+func (c *h2Conn) read(fr *http2.Framer) {
+	defer close(c.done)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			c.fail(fmt.Errorf("%w: %w", errH2Closed, err))
+			return
+		}
+		if err := c.frame(f); err != nil {
+			c.fail(err)
+			return
+		}
+	}
+}
+
+func (c *h2Conn) frame(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		return c.settings(f)
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			return c.write(func() error { return c.wfr.WritePing(true, f.Data) })
+		}
+	case *http2.WindowUpdateFrame:
+		if f.StreamID == 0 {
+			c.mu.Lock()
+			c.sendWin += int64(f.Increment)
+			c.cond.Broadcast()
+			c.mu.Unlock()
+		}
+	case *http2.MetaHeadersFrame:
+		c.headers(f)
+	case *http2.DataFrame:
+		return c.data(f)
+	case *http2.RSTStreamFrame:
+		c.finish(f.StreamID, status.Errorf(codes.Unavailable, "stream reset by the server: %v", f.ErrCode))
+	case *http2.GoAwayFrame:
+		return fmt.Errorf("%w: GOAWAY %v %q", errH2Closed, f.ErrCode, f.DebugData())
+	}
+	return nil
+}
+
+func (c *h2Conn) settings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	c.mu.Lock()
+	if v, ok := f.Value(http2.SettingMaxConcurrentStreams); ok {
+		c.maxActive = v
+		c.cond.Broadcast()
+	}
+	c.mu.Unlock()
+	// SETTINGS_INITIAL_WINDOW_SIZE bounds each stream's sending: a call
+	// sends one small message, far below the smallest window HTTP/2 allows
+	// a server to set that still lets gRPC work, so it is not tracked.
+	return c.write(func() error { return c.wfr.WriteSettingsAck() })
+}
+
+// write writes one control frame and flushes.
+func (c *h2Conn) write(frame func() error) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := frame(); err != nil {
+		return err
+	}
+	return c.bw.Flush()
+}
+
+// call is the open call of a stream, or nil.
+func (c *h2Conn) call(id uint32) *h2Call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[id]
+}
+
+func (c *h2Conn) headers(f *http2.MetaHeadersFrame) {
+	call := c.call(f.StreamID)
+	if call == nil {
+		return
+	}
+	if s := f.PseudoValue("status"); s != "" {
+		call.status, _ = strconv.Atoi(s)
+	}
+	var code, msg string
+	for _, hf := range f.RegularFields() {
+		switch hf.Name {
+		case "grpc-status":
+			code = hf.Value
+		case "grpc-message":
+			msg = hf.Value
+		}
+	}
+	if code != "" {
+		n, err := strconv.Atoi(code)
+		if err != nil {
+			n = int(codes.Unknown)
+		}
+		if m, err := url.PathUnescape(msg); err == nil { // gRPC percent-encodes it
+			msg = m
+		}
+		call.grpc = status.New(codes.Code(n), msg)
+	}
+	if f.StreamEnded() {
+		c.finish(f.StreamID, nil)
+	}
+}
+
+func (c *h2Conn) data(f *http2.DataFrame) error {
+	if n := int64(f.Length); n > 0 {
+		c.unacked += n
+		if c.unacked >= h2Window/2 {
+			n, c.unacked = c.unacked, 0
+			if err := c.write(func() error { return c.wfr.WriteWindowUpdate(0, uint32(n)) }); err != nil {
+				return err
+			}
+		}
+	}
+	if call := c.call(f.StreamID); call != nil {
+		call.body = append(call.body, f.Data()...) // the framer reuses its buffer
+		if f.StreamEnded() {
+			c.finish(f.StreamID, nil)
+		}
+	}
+	return nil
+}
+
+// answer is the call's outcome: its transport error, its gRPC status, or
+// its one message read into resp.
+func (call *h2Call) answer(resp wireResponse) error {
+	switch {
+	case call.err != nil:
+		return call.err
+	case call.status != 200:
+		return status.Errorf(codes.Unknown, "HTTP status %d", call.status)
+	case call.grpc == nil:
+		return status.Error(codes.Internal, "the server sent no grpc-status")
+	case call.grpc.Code() != codes.OK:
+		return call.grpc.Err()
+	}
+	b := call.body
+	if len(b) < 5 || b[0] != 0 || int(binary.BigEndian.Uint32(b[1:5])) != len(b)-5 {
+		return status.Errorf(codes.Internal, "the answer is not one uncompressed gRPC message (%d bytes)", len(b))
+	}
+	return resp.readMessage(b[5:])
+}
+
+// h2Slot is a connection that is dialled again when it has ended (the
+// service restarted, say), at most every h2Redial: a run goes on, counting
+// the calls that failed meanwhile as errors, as grpc-go's client would
+// reconnect.
+type h2Slot struct {
+	addr    string
+	timeout time.Duration // a dial's bound
+	c       atomic.Pointer[h2Conn]
+
+	mu       sync.Mutex
+	lastErr  error
+	redialAt time.Time
+}
+
+// h2Redial is how often an ended connection is dialled again.
+const h2Redial = 100 * time.Millisecond
+
+// conn is the slot's live connection, dialled if need be.
+func (s *h2Slot) conn(ctx context.Context) (*h2Conn, error) {
+	if c := s.c.Load(); c != nil && !c.ended.Load() {
+		return c, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.c.Load(); c != nil && !c.ended.Load() {
+		return c, nil
+	}
+	if time.Now().Before(s.redialAt) {
+		return nil, s.lastErr
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	c, err := dialH2(dctx, s.addr)
+	if err != nil {
+		s.lastErr, s.redialAt = fmt.Errorf("loadgen: %w", err), time.Now().Add(h2Redial)
+		return nil, s.lastErr
+	}
+	if old := s.c.Swap(c); old != nil {
+		old.close()
+	}
+	return c, nil
+}
+
+// invoke makes one call on the slot's connection.
+func (s *h2Slot) invoke(ctx context.Context, method string, req wireRequest, resp wireResponse) error {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return c.invoke(ctx, method, req, resp)
+}
+
+func (s *h2Slot) close() {
+	if c := s.c.Load(); c != nil {
+		c.close()
+	}
+}

@@ -1,0 +1,180 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
+)
+
+// h2Service is a RateLimitService for h2Conn's tests: it echoes the
+// descriptor's value as the overall code ("1" is OK, "2" OVER_LIMIT), fails
+// with the code named by a value "fail:N", and holds a value "hang" until
+// the call's end.
+type h2Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+}
+
+func (h2Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	switch v := req.GetDescriptors()[0].GetEntries()[0].GetValue(); v {
+	case "hang":
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case "fail":
+		return nil, status.Error(codes.ResourceExhausted, "no more 100% sure")
+	case "2":
+		return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OVER_LIMIT, Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{}}}, nil
+	default:
+		return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}, nil
+	}
+}
+
+// serveH2 serves h2Service with opts on lis until the test ends; stop
+// stops it early.
+func serveH2(t *testing.T, lis net.Listener, opts ...grpc.ServerOption) (stop func()) {
+	t.Helper()
+	srv := grpc.NewServer(opts...)
+	rlsv3.RegisterRateLimitServiceServer(srv, h2Service{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(lis)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { srv.Stop(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lis
+}
+
+func ask(ctx context.Context, s *h2Slot, value string) (uint64, error) {
+	req := rlsRequest{domain: "d", key: "k", value: []byte(value)}
+	var a rlsAnswer
+	err := s.invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, &req, &a)
+	return a.code, err
+}
+
+// A grpc-go server hears h2Conn's calls as its own client's: answers,
+// status errors (with their percent-encoded messages), deadlines, and a
+// server that allows one stream at a time; and more calls than the
+// connection's first flow-control window holds.
+func TestH2ConnCalls(t *testing.T) {
+	lis := listen(t)
+	serveH2(t, lis, grpc.MaxConcurrentStreams(1))
+	s := &h2Slot{addr: lis.Addr().String(), timeout: timing.Patience}
+	defer s.close()
+	ctx, cancel := context.WithTimeout(context.Background(), timing.Patience)
+	defer cancel()
+
+	if code, err := ask(ctx, s, "2"); err != nil || code != uint64(rlsv3.RateLimitResponse_OVER_LIMIT) {
+		t.Fatalf("OVER_LIMIT call: %d, %v", code, err)
+	}
+	_, err := ask(ctx, s, "fail")
+	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || st.Message() != "no more 100% sure" {
+		t.Fatalf("failing call: %v, want ResourceExhausted with its message", err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = ask(short, s, "hang")
+	cancelShort()
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("hanging call: %v, want DeadlineExceeded", err)
+	}
+
+	// 16 callers, 4,000 calls: one stream at a time, and 4,000 requests
+	// of 20-odd bytes each are more than the 65,535 bytes the server grants
+	// at first.
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 250 {
+				v := "1"
+				if (w+i)%2 == 1 {
+					v = "2"
+				}
+				code, err := ask(ctx, s, v)
+				if err != nil || code != uint64(v[0]-'0') { // OK is 1, OVER_LIMIT 2
+					errs <- errors.Join(err, errors.New("wrong answer"))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// When the server goes away, calls fail with Unavailable, at once; when it
+// is back, the slot dials again and calls go through.
+func TestH2SlotRedials(t *testing.T) {
+	lis := listen(t)
+	addr := lis.Addr().String()
+	stop := serveH2(t, lis)
+	s := &h2Slot{addr: addr, timeout: timing.Patience}
+	defer s.close()
+	ctx, cancel := context.WithTimeout(context.Background(), timing.Patience)
+	defer cancel()
+	if _, err := ask(ctx, s, "1"); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	for {
+		_, err := ask(ctx, s, "1")
+		if status.Code(err) == codes.Unavailable {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("calls after the server stopped: %v, want Unavailable", err)
+		}
+	}
+	lis2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	serveH2(t, lis2)
+	for {
+		_, err := ask(ctx, s, "1")
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the server is back and calls still fail: %v", err)
+		}
+		time.Sleep(h2Redial / 4) // the slot dials again every h2Redial
+	}
+}
+
+// grpc-timeout is the smallest unit that holds the time in 8 digits.
+func TestGRPCTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "1n"}, {time.Nanosecond, "1n"}, {1500 * time.Microsecond, "1500000n"}, {time.Second, "1000000u"},
+		{200 * time.Second, "200000m"}, {100 * time.Hour, "360000S"},
+	} {
+		if got := grpcTimeout(tc.d); got != tc.want {
+			t.Errorf("grpcTimeout(%s) = %s, want %s", tc.d, got, tc.want)
+		}
+	}
+}
