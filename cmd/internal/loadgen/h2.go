@@ -49,13 +49,13 @@ type h2Conn struct {
 
 	// wmu serializes writes: frames, and the header encoder, whose state
 	// is the connection's.
-	wmu     sync.Mutex
-	bw      *bufio.Writer
-	wfr     *http2.Framer
-	henc    *hpack.Encoder
-	hbuf    bytes.Buffer
-	dirty   bool          // the buffer holds frames to flush (under wmu)
-	flush   chan struct{} // wakes the flusher; buffered, 1
+	wmu   sync.Mutex
+	bw    *bufio.Writer
+	wfr   *http2.Framer
+	henc  *hpack.Encoder
+	hbuf  bytes.Buffer
+	dirty bool          // the buffer holds frames to flush (under wmu)
+	flush chan struct{} // wakes the flusher; buffered, 1
 
 	mu        sync.Mutex
 	cond      *sync.Cond // waits for send window, a stream slot, or the end
@@ -96,15 +96,16 @@ func dialH2(ctx context.Context, addr string) (*h2Conn, error) {
 	rfr := http2.NewFramer(nil, bufio.NewReaderSize(nc, 32<<10))
 	rfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	rfr.MaxHeaderListSize = 1 << 20
-	if _, err := c.bw.WriteString(http2.ClientPreface); err == nil {
+	_, err = c.bw.WriteString(http2.ClientPreface)
+	if err == nil {
 		err = c.wfr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2Window},
 			http2.Setting{ID: http2.SettingEnablePush, Val: 0})
-		if err == nil {
-			err = c.wfr.WriteWindowUpdate(0, h2Window-65535)
-		}
-		if err == nil {
-			err = c.bw.Flush()
-		}
+	}
+	if err == nil {
+		err = c.wfr.WriteWindowUpdate(0, h2Window-65535)
+	}
+	if err == nil {
+		err = c.bw.Flush()
 	}
 	if err != nil {
 		nc.Close()
