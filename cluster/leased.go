@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/cluster/internal/shared"
 	"github.com/floodgate-io/floodgate/internal/memo"
 )
 
@@ -226,18 +225,8 @@ func (l *Leased) unreachablePolicy() string {
 // checkLimit refuses the limits this strategy cannot serve.
 func (l *Leased) checkLimit(limit floodgate.Limit) error {
 	_, err := l.limits.Get(limit, func(lim floodgate.Limit) (bool, error) {
-		if lim.Algorithm != floodgate.FixedWindow {
-			return false, fmt.Errorf("%w: the leased strategy serves %s only (a budget of Rate per window), not %s",
-				floodgate.ErrInvalidLimit, floodgate.FixedWindow, lim.Algorithm)
-		}
-		if err := lim.Validate(); err != nil {
-			return false, err
-		}
-		if lim.Rate > MaxLeasedRate || lim.Period > shared.MaxLeaseSpan {
-			return false, fmt.Errorf("%w: the leased strategy serves rates up to %d and periods up to %s, got %s",
-				floodgate.ErrInvalidLimit, int64(MaxLeasedRate), shared.MaxLeaseSpan, lim)
-		}
-		return true, nil
+		err := LeasedServes(lim)
+		return err == nil, err
 	})
 	return err
 }

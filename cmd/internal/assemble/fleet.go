@@ -47,6 +47,7 @@ type FleetConfig struct {
 // fleet holds this node's cluster strategies, each built only if some
 // limit or the default uses it.
 type fleet struct {
+	settings        FleetConfig // what the node was started with, to check reloads
 	defaultStrategy policy.Strategy
 	members         cluster.Members
 	membership      *cluster.Membership
@@ -72,7 +73,12 @@ func openFleet(ctx context.Context, cfg Config, policies *policy.Set, rs *rediss
 	if err != nil {
 		return nil, fmt.Errorf("--strategy %q: %w", f.Strategy, err)
 	}
-	fl := &fleet{defaultStrategy: strategy, limiters: map[strategyKey]map[failover.Mode]floodgate.Limiter{}}
+	if policies != nil {
+		if err := CheckStrategies(f, policies); err != nil {
+			return nil, err
+		}
+	}
+	fl := &fleet{settings: f, defaultStrategy: strategy, limiters: map[strategyKey]map[failover.Mode]floodgate.Limiter{}}
 	defer func() {
 		if err != nil {
 			fl.close()
@@ -252,8 +258,12 @@ func (fl *fleet) For(rule policy.Rule, mode failover.Mode) floodgate.Limiter {
 }
 
 // check reports policies that name a strategy this node did not build
-// (a reload that brings in a new one needs a restart).
+// (a reload that brings in a new one needs a restart), or with a limit
+// its strategy cannot serve.
 func (fl *fleet) check(policies *policy.Set) error {
+	if err := CheckStrategies(fl.settings, policies); err != nil {
+		return err
+	}
 	for _, k := range fl.needed(policies) {
 		if _, ok := fl.limiters[k]; !ok {
 			return fmt.Errorf("the policies use strategy %s %+v, which this node did not start with: restart it to add one", k.name, k.params)

@@ -2,7 +2,10 @@ package assemble
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/floodgate-io/floodgate"
@@ -19,17 +22,82 @@ type strategyRow struct {
 	// Redis store and sits behind one failure policy per mode, as the
 	// store does. The others have no store to lose.
 	redis bool
+	// serves says whether the strategy can enforce a limit, given sampled's
+	// 1 in N (the cluster package's Serves functions); nil for exact, the
+	// store itself, which serves every limit the policy language accepts.
+	serves func(limit floodgate.Limit, oneIn int64) error
 }
 
 // strategies is every strategy a policy or --strategy may name (those of
 // policy.Strategies), by name.
 var strategies = map[policy.Strategy]strategyRow{
 	policy.StrategyExact:   {},
-	policy.StrategyLocal:   {open: openLocal},
-	policy.StrategyGossip:  {open: openGossip},
-	policy.StrategyLeased:  {open: openLeased, redis: true},
-	policy.StrategySynced:  {open: openSynced, redis: true},
-	policy.StrategySampled: {open: openSampled, redis: true},
+	policy.StrategyLocal:   {open: openLocal, serves: ignoreOneIn(cluster.LocalServes)},
+	policy.StrategyGossip:  {open: openGossip, serves: ignoreOneIn(cluster.GossipServes)},
+	policy.StrategyLeased:  {open: openLeased, redis: true, serves: ignoreOneIn(cluster.LeasedServes)},
+	policy.StrategySynced:  {open: openSynced, redis: true, serves: ignoreOneIn(cluster.SyncedServes)},
+	policy.StrategySampled: {open: openSampled, redis: true, serves: cluster.SampledServes},
+}
+
+func ignoreOneIn(serves func(floodgate.Limit) error) func(floodgate.Limit, int64) error {
+	return func(l floodgate.Limit, _ int64) error { return serves(l) }
+}
+
+// CheckStrategies refuses a policy with a limit that its strategy (its
+// own strategy:, else f.Strategy) cannot serve, such as a token_bucket
+// limit under --strategy leased: serve refuses it when it starts and when
+// it reloads, and config check with the same flags, so that it is never
+// found at the first request. Each refusal is a *policy.Error at the
+// limit's file and line wrapping floodgate.ErrInvalidLimit; all are
+// joined. Unlimited limits and those of rate 0 reach no strategy.
+func CheckStrategies(f FleetConfig, set *policy.Set) error {
+	def, err := policy.ParseStrategy(string(f.Strategy))
+	if err != nil {
+		return fmt.Errorf("--strategy %q: %w", f.Strategy, err)
+	}
+	var errs []error
+	for _, domain := range set.Domains() {
+		p, _ := set.Policy(domain)
+		for _, r := range p.Rules() {
+			if err := checkRule(r, def, f.SampleOneIn); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkRule asks the rule's strategy whether it serves the rule's limit.
+func checkRule(r policy.Rule, def policy.Strategy, oneIn int64) error {
+	if r.Unlimited || r.DeniesAll() {
+		return nil
+	}
+	name, from := r.Strategy, "its strategy:"
+	if name == "" {
+		name, from = def, "--strategy"
+	}
+	if r.StrategyParams.OneIn > 0 {
+		oneIn = r.StrategyParams.OneIn
+	}
+	row := strategies[name]
+	if row.serves == nil {
+		return nil
+	}
+	err := row.serves(r.Limit, oneIn)
+	if err == nil {
+		return nil
+	}
+	return &policy.Error{File: r.File, Line: r.Line, Err: err,
+		Msg: fmt.Sprintf("limit %s (%s) cannot be shared by strategy %s (%s): %v", ruleName(r), r.Path, name, from, err)}
+}
+
+// ruleName is the rule's name, or its position among its descriptor's
+// limits when it has none.
+func ruleName(r policy.Rule) string {
+	if r.Name != "" {
+		return strconv.Quote(r.Name)
+	}
+	return "#" + strconv.Itoa(r.Index)
 }
 
 // instance is what one strategy instance is built from: its settings

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestVersionPrintsName(t *testing.T) {
@@ -37,6 +38,9 @@ func TestConfigCheck(t *testing.T) {
 	// a second file of the domain "api", joined to good.yaml only with --merge-domains
 	more := dir + "/more.yaml"
 	os.WriteFile(more, []byte("domain: api\ndescriptors:\n  - key: ip\n    rate_limit: {unit: second, requests_per_unit: 9}\n"), 0o644)
+	// a token bucket, which the leased and gossip strategies cannot share
+	bucket := dir + "/bucket.yaml"
+	os.WriteFile(bucket, []byte("domain: b\ndescriptors:\n  - key: user\n    rate_limit: {algorithm: token_bucket, unit: second, requests_per_unit: 5}\n"), 0o644)
 	tests := []struct {
 		args     []string
 		code     int
@@ -48,6 +52,11 @@ func TestConfigCheck(t *testing.T) {
 		{[]string{"config", "check"}, 1, "requires at least 1 arg"},
 		{[]string{"config", "check", good, more}, 1, `domain "api" is already defined in`},
 		{[]string{"config", "check", "--merge-domains", good, more}, 0, `domain "api": 2 limits`},
+		{[]string{"config", "check", bucket}, 0, `domain "b": 1 limits`},
+		{[]string{"config", "check", "--strategy", "leased", good}, 0, `domain "api": 1 limits`},
+		{[]string{"config", "check", "--strategy", "leased", bucket}, 1,
+			"bucket.yaml:4: limit #0 (b.user) cannot be shared by strategy leased (--strategy): floodgate: invalid limit: the leased strategy serves fixed_window only"},
+		{[]string{"config", "check", "--strategy", "telepathy", good}, 1, `--strategy "telepathy"`},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
@@ -71,5 +80,24 @@ func TestBenchAgainstNothingFails(t *testing.T) {
 	code := Main(context.Background(), []string{"bench", "--target", "http", "--addr", "127.0.0.1:1", "--requests", "5", "--duration", "2s", "--timeout", "200ms"}, &out, &errOut)
 	if code == 0 || !strings.Contains(errOut.String(), "calls failed") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}
+
+// serve refuses at start-up a policy with a limit its strategy cannot
+// share, naming the file and line, before it listens or asks for Redis.
+func TestServeRefusesALimitItsStrategyCannotServe(t *testing.T) {
+	bucket := t.TempDir() + "/bucket.yaml"
+	os.WriteFile(bucket, []byte("domain: b\ndescriptors:\n  - key: user\n    rate_limit: {algorithm: token_bucket, unit: second, requests_per_unit: 5}\n"), 0o644)
+	for _, strategy := range []string{"leased", "gossip"} {
+		var out, errOut bytes.Buffer
+		// Were the policy accepted, serve would run until this ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		code := Main(ctx, []string{"serve", "--config", bucket, "--strategy", strategy,
+			"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--cluster-bind", "127.0.0.1:0"}, &out, &errOut)
+		want := "bucket.yaml:4: limit #0 (b.user) cannot be shared by strategy " + strategy
+		if code != 1 || !strings.Contains(errOut.String(), want) {
+			t.Errorf("serve --strategy %s: exit %d, stderr %q; want exit 1 naming %q", strategy, code, errOut.String(), want)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cmd/internal/assemble"
 	"github.com/floodgate-io/floodgate/cmd/internal/config"
 	"github.com/floodgate-io/floodgate/cmd/internal/engine"
 	"github.com/floodgate-io/floodgate/cmd/internal/policy"
@@ -174,5 +175,19 @@ func TestBuiltInPolicyCountsRequestsAndTokensApart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The README's fleet commands serve the built-in policy under every
+// strategy: each of its limits is one every strategy can share.
+func TestBuiltInPolicyServesEveryStrategy(t *testing.T) {
+	set, err := loadPolicies("", reloadFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range policy.Strategies() {
+		if err := assemble.CheckStrategies(assemble.FleetConfig{Strategy: s, SampleOneIn: 10}, set); err != nil {
+			t.Errorf("--strategy %s: %v", s, err)
+		}
 	}
 }
