@@ -25,6 +25,8 @@
 # Needs redis-server, redis-cli and jq.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+prog=bench-envoy
+. scripts/lib/bench.sh
 
 rl=${FLOODGATE_ENVOY_RATELIMIT:?set FLOODGATE_ENVOY_RATELIMIT to the envoyproxy/ratelimit binary}
 secs=${FLOODGATE_ENVOY_BENCH_SECONDS:-8}
@@ -43,14 +45,7 @@ for tool in redis-server redis-cli jq; do
 done
 [ -x "$rl" ] || { echo "bench-envoy: $rl is not an executable" >&2; exit 1; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-	rm -rf "$work"
-}
-trap cleanup EXIT
+start_work
 
 go build -o "$work/floodgate" ./cmd/floodgate
 mkdir -p "$work/runtime/ratelimit/config"
@@ -81,14 +76,6 @@ envoy() {
 	pids+=($!)
 }
 
-wait_port() { # wait_port PORT: until something listens on 127.0.0.1:PORT (30 s at most)
-	for _ in $(seq 300); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "bench-envoy: nothing listens on 127.0.0.1:$1; logs in $work" >&2
-	exit 1
-}
 
 for _ in $(seq 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 names=(envoy-default envoy-tuned floodgate)
@@ -106,12 +93,7 @@ addr[envoy-tuned]=127.0.0.1:$((port + 5))
 addr[floodgate]=127.0.0.1:$((port + 8))
 for n in "${names[@]}"; do wait_port "${addr[$n]#*:}"; done
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime+stime of PID, in clock ticks
 hz=$(getconf CLK_TCK)
-children_ms() { # CPU time (user+system) of this shell's finished children, in ms, into $work/$1
-	times >"$work/times"
-	awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); t += p[1] * 60000 + p[2] * 1000 } printf "%d", t }' "$work/times" >"$work/$1"
-}
 bench() { # bench ADDR SECONDS: one closed-loop run, its JSON report on stdout
 	"${bench_pin[@]}" "$work/floodgate" bench --target grpc --addr "$1" --concurrency "$conc" --keys "$keys" \
 		--domain bench --descriptor-key user --duration "${2}s" --json
@@ -144,11 +126,7 @@ echo "uptime after: $(uptime)"
 
 # Medians per service, and floodgate's ratio to each envoy variant per round
 # (min..max over the rounds, median).
-awk -F'\t' -v rounds="$rounds" '
-function median(a, n,   i, j, t) {
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+awk -F'\t' -v rounds="$rounds" "$awk_median"'
 function spread(name, col, label,   r, a, n, lo, hi) {
 	n = 0
 	for (r = 1; r <= rounds; r++) { a[++n] = v[r, "floodgate", col] / v[r, name, col] }

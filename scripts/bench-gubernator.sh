@@ -43,14 +43,7 @@ for tool in jq curl; do
 done
 [ -x "$guber" ] || { echo "$prog: $guber is not an executable" >&2; exit 1; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-	rm -rf "$work"
-}
-trap cleanup EXIT
+start_work
 
 go build -o "$work/floodgate" ./cmd/floodgate
 # The same limit for both: Floodgate's token bucket refills continuously,

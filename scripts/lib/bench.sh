@@ -1,6 +1,21 @@
 # Helpers of the side-by-side benchmark scripts (scripts/bench-*.sh); sourced,
-# not run. The sourcing script sets $prog (its name, for messages) and $work
-# (its scratch directory) first.
+# not run. The sourcing script sets $prog (its name, for messages) first and
+# calls start_work before the others.
+
+# start_work makes the scratch directory $work and the list $pids of the
+# processes the script starts; on exit they are stopped, by PID, and the
+# directory removed.
+start_work() {
+	work=$(mktemp -d)
+	pids=()
+	trap stop_work EXIT
+}
+
+stop_work() {
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	rm -rf "$work"
+}
 
 # wait_port PORT: until something listens on 127.0.0.1:PORT (30 s at most).
 wait_port() {
