@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,7 @@ type proxyFlags struct {
 	algorithm  string
 	burst      int64
 	by         string
+	missing    missingFlag
 	trusted    []string
 	logFormat  string
 	logLevel   logLevel
@@ -61,7 +63,8 @@ func newProxyCmd() *cobra.Command {
 			"and the drain on SIGTERM are in docs/operations.md.",
 		Example: "  floodgate proxy --upstream http://127.0.0.1:3000 --limit 100/m --by header:X-API-Key\n" +
 			"  floodgate proxy --upstream http://127.0.0.1:3000 --config policy.yaml --redis 127.0.0.1:6379\n" +
-			"  floodgate proxy --upstream http://127.0.0.1:3000 --limit 10/s --burst 20 --by ip --trusted-proxies 127.0.0.1/32",
+			"  floodgate proxy --upstream http://127.0.0.1:3000 --limit 10/s --burst 20 --by ip --trusted-proxies 127.0.0.1/32\n" +
+			"  floodgate proxy --upstream http://127.0.0.1:3000 --limit 100/m --by header:X-API-Key --missing pass   # no key: not limited",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd); err != nil {
@@ -93,6 +96,7 @@ func newProxyCmd() *cobra.Command {
 	fl.StringVar(&f.algorithm, "algorithm", string(floodgate.TokenBucket), "token_bucket, leaky_bucket (shapes: holds requests), fixed_window, sliding_log or sliding_window")
 	fl.Int64Var(&f.burst, "burst", 0, "bucket capacity (default: the rate)")
 	fl.StringVar(&f.by, "by", "ip", "what a client is: ip, header:NAME, path, host or method; several joined with + (ip+path)")
+	fl.Var(&f.missing, "missing", "what a request without a value for --by (no such header) gets: deny (400 naming the limit), pass (not limited) or shared (all such requests share one count)")
 	fl.StringSliceVar(&f.trusted, "trusted-proxies", nil, "CIDRs whose X-Forwarded-For / Forwarded headers are believed")
 	fl.StringVar(&f.redis, "redis", "", "count in Redis (host:port or redis://[user:password@]host:port[/db], rediss:// for TLS, unix:///path/redis.sock for a Unix socket; or cluster seeds or Sentinels comma-separated) to share the limit between proxies")
 	registerRedisAuth(fl, &f.redisAuth)
@@ -109,7 +113,26 @@ func newProxyCmd() *cobra.Command {
 }
 
 // oneLineFlags describe a single limit; --config replaces them all.
-var oneLineFlags = []string{"limit", "algorithm", "burst", "by", "trusted-proxies"}
+var oneLineFlags = []string{"limit", "algorithm", "burst", "by", "missing", "trusted-proxies"}
+
+// missingFlag is --missing: httplimit's Missing by name. Its zero value
+// is httplimit.Deny, the middleware's default.
+type missingFlag httplimit.Missing
+
+// missingNames are --missing's values, in httplimit.Missing's order.
+var missingNames = []string{httplimit.Deny: "deny", httplimit.Pass: "pass", httplimit.Shared: "shared"}
+
+func (m *missingFlag) String() string { return missingNames[*m] }
+func (m *missingFlag) Type() string   { return "deny|pass|shared" }
+
+func (m *missingFlag) Set(s string) error {
+	i := slices.Index(missingNames, s)
+	if i < 0 {
+		return fmt.Errorf("%q: want deny, pass or shared", s)
+	}
+	*m = missingFlag(i)
+	return nil
+}
 
 func parseUpstream(s string) (*url.URL, error) {
 	target, err := url.Parse(s)
@@ -226,7 +249,8 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	}
 	defer st.Close()
 	limit := floodgate.Limit{Algorithm: floodgate.Algorithm(f.algorithm), Rate: rate, Period: period, Burst: f.burst}
-	mw, err := httplimit.New(st.Default(), httplimit.Options{Rules: []httplimit.Rule{{Name: "proxy", Limit: limit, Key: key}}})
+	mw, err := httplimit.New(st.Default(), httplimit.Options{Rules: []httplimit.Rule{{Name: "proxy", Limit: limit, Key: key}},
+		Missing: httplimit.Missing(f.missing)})
 	if err != nil {
 		return fmt.Errorf("--limit/--algorithm/--burst: %w", err)
 	}
@@ -235,7 +259,7 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
 	}
-	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(), "limit", limit.String(), "by", f.by)
+	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(), "limit", limit.String(), "by", f.by, "missing", f.missing.String())
 	return serveUntilDone(ctx, f.listen, mw(rp), ln, log)
 }
 
@@ -303,8 +327,13 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 // upstream's. Its drain is the grace period, with Connection: close on
 // every response, then the close.
 func serveUntilDone(ctx context.Context, lf listenFlags, h http.Handler, ln net.Listener, log *slog.Logger) error {
-	d := listen.NewDrain(*lf.options(), log)
-	err := d.Serve(ctx, listen.HTTP(d.HTTPServer(h), ln))
+	opts, err := lf.options(log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	d := listen.NewDrain(*opts, log)
+	err = d.Serve(ctx, listen.HTTP(d.HTTPServer(h), ln))
 	log.Info("floodgate proxy stopped")
 	return err
 }

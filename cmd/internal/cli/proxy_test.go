@@ -78,6 +78,28 @@ func TestProxyLimitsPerHeader(t *testing.T) {
 	}
 }
 
+// --missing says what a request without the --by header gets: deny (the
+// default, the middleware's) answers 400, pass forwards it unlimited,
+// shared counts all such requests in one count of their own.
+func TestProxyMissingKey(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		codes []int // of three requests without X-API-Key, on a limit of 2/m
+	}{
+		{nil, []int{400, 400, 400}},
+		{[]string{"--missing", "deny"}, []int{400, 400, 400}},
+		{[]string{"--missing", "pass"}, []int{200, 200, 200}},
+		{[]string{"--missing", "shared"}, []int{200, 200, 429}},
+	} {
+		addr := startProxy(t, append([]string{"--limit", "2/m", "--by", "header:X-API-Key"}, tc.args...)...)
+		for i, want := range tc.codes {
+			if resp, body := get(t, "http://"+addr+"/items"); resp.StatusCode != want {
+				t.Errorf("%v: request %d without a key: %d %q, want %d", tc.args, i, resp.StatusCode, body, want)
+			}
+		}
+	}
+}
+
 // A client that forges X-Forwarded-For from an untrusted address is still
 // counted by its own address.
 func TestProxyIgnoresSpoofedForwardedFor(t *testing.T) {
@@ -105,6 +127,8 @@ func TestProxyRejectsBadFlags(t *testing.T) {
 		{[]string{"--upstream", "http://127.0.0.1:1", "--limit", "10/m", "--algorithm", "gcra"}, "gcra"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--limit", "10/m", "--trusted-proxies", "127.0.0.0/99"}, "--trusted-proxies"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--limit", "10/m", "--strategy", "local", "--nodes", "3"}, "--strategy, --nodes: the cluster strategies apply to a policy's limits"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--limit", "10/m", "--missing", "allow"}, `invalid argument "allow" for "--missing" flag: "allow": want deny, pass or shared`},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "policy.yaml", "--missing", "pass"}, "--config replaces --missing"},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(context.Background(), append([]string{"proxy", "--http", "127.0.0.1:0"}, tc.args...), &out, &errOut)
