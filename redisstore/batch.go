@@ -38,7 +38,7 @@ func (l *Limiter) AllowAll(ctx context.Context, reqs []floodgate.Request) ([]flo
 	}
 	var out []floodgate.Decision
 	err := l.do(ctx, reqs[0].Key, func(ctx context.Context, p *pending) (err error) {
-		if !l.cluster || sameSlot(l.cfg.KeyPrefix, reqs) {
+		if !l.cluster.Load() || sameSlot(l.cfg.KeyPrefix, reqs) {
 			out, err = l.atomicBatch(ctx, reqs, cs)
 		} else {
 			out, err = l.orderedBatch(ctx, p.gone, reqs, cs)

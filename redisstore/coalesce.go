@@ -99,7 +99,7 @@ type slotBatchers [algo.SlidingWindow + 1]*batcher
 // found again without a lock or an allocation.
 func (l *Limiter) batcherFor(c *compiled, key string) *batcher {
 	kind := c.params.Kind
-	if !l.cluster {
+	if !l.cluster.Load() {
 		return l.batchers[kind]
 	}
 	s := &l.slots[slot(key)]

@@ -71,6 +71,16 @@ type Config struct {
 	Timeout time.Duration
 	// DialTimeout bounds connecting (default 1s).
 	DialTimeout time.Duration
+	// DialInBackground makes New succeed when no address answers (see
+	// Unreachable): the Limiter's calls then fail with
+	// floodgate.ErrStoreUnavailable, so a failure policy decides them,
+	// while it dials in the background until Redis answers. Errors that
+	// waiting does not mend (a wrong password, a certificate that does
+	// not verify) still fail New.
+	DialInBackground bool
+	// OnDial, when set, hears each background dial: its error, or nil
+	// once Redis answered (then it is called no more). For the logs.
+	OnDial func(error)
 
 	Username string
 	Password string
@@ -113,8 +123,8 @@ type Limiter struct {
 	cfg     Config
 	scripts *scripts
 	limits  memo.Cache[floodgate.Limit, *compiled]
-	slack   string // TTL slack in ms, as sent to the scripts
-	cluster bool
+	slack   string      // TTL slack in ms, as sent to the scripts
+	cluster atomic.Bool // a Redis Cluster's: batch per slot (set once, at connection)
 
 	batchers  [algo.SlidingWindow + 1]*batcher // standalone: one per algorithm
 	slots     []atomic.Pointer[slotBatchers]   // cluster: per hash slot
@@ -125,7 +135,8 @@ type Limiter struct {
 	closeOnce sync.Once
 }
 
-// New connects to Redis. It fails if no address answers within DialTimeout.
+// New connects to Redis. It fails if no address answers within
+// DialTimeout, unless Config.DialInBackground says to keep dialing.
 func New(cfg Config) (*Limiter, error) {
 	if len(cfg.Addrs) == 0 {
 		return nil, errors.New("redisstore: no address given")
@@ -137,7 +148,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	cfg = withDefaults(cfg)
-	client, err := rueidis.NewClient(rueidis.ClientOption{
+	opt := rueidis.ClientOption{
 		InitAddress:       cfg.Addrs,
 		DialCtxFn:         dialFn(cfg.Network),
 		ForceSingleClient: cfg.Network == NetworkUnix,
@@ -151,24 +162,34 @@ func New(cfg Config) (*Limiter, error) {
 		DisableRetry:      true, // a script that may have run is never sent twice
 		PipelineMultiplex: multiplex(cfg.Connections),
 		Sentinel:          sentinelOption(cfg),
-	})
-	if err != nil {
+	}
+	client, err := rueidis.NewClient(opt)
+	var later *swapClient // the client when dialing in the background
+	switch {
+	case err != nil && cfg.DialInBackground && Unreachable(err):
+		later = newSwapClient(standIn(opt))
+		client = later
+	case err != nil:
 		return nil, fmt.Errorf("redisstore: connecting to %v: %w: %w", cfg.Addrs, floodgate.ErrStoreUnavailable, err)
 	}
-	l := &Limiter{client: client, cfg: cfg, scripts: loadScripts(), cluster: client.Mode() == rueidis.ClientModeCluster}
+	l := &Limiter{client: client, cfg: cfg, scripts: loadScripts()}
 	l.pendings.New = newPending
 	l.work, l.closed = make(chan job), make(chan struct{})
 	l.timedOut = fmt.Errorf("%w: no answer within %s: %w", floodgate.ErrStoreUnavailable, cfg.Timeout, context.DeadlineExceeded)
 	for k := range l.batchers {
 		l.batchers[k] = &batcher{l: l, script: l.scripts.many[k]}
 	}
-	if l.cluster {
+	if client.Mode() == rueidis.ClientModeCluster {
 		l.slots = make([]atomic.Pointer[slotBatchers], 16384)
+		l.cluster.Store(true)
 	}
 	if cfg.Clock != nil {
 		l.slack = strconv.FormatInt(cfg.ClockSlack.Milliseconds(), 10)
 	} else {
 		l.slack = "0"
+	}
+	if later != nil {
+		go l.dialInBackground(opt, later)
 	}
 	return l, nil
 }

@@ -12,6 +12,7 @@ package assemble
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -99,6 +100,7 @@ func openStores(cfg Config, log *slog.Logger) (*Stores, error) {
 	if err != nil {
 		return nil, err
 	}
+	rc.DialInBackground, rc.OnDial = true, dialLogger(log, redis)
 	rs, err := redisstore.New(rc)
 	if err != nil {
 		return nil, fmt.Errorf("--redis %s: %w", redis, err)
@@ -113,6 +115,23 @@ func openStores(cfg Config, log *slog.Logger) (*Stores, error) {
 		s.byMode[mode] = l
 	}
 	return s, nil
+}
+
+// dialLogger logs the background dials of a Redis that was down at start:
+// each new reason it stays unreachable (not every retry), and its coming
+// up. Until then each limit follows its failure mode.
+func dialLogger(log *slog.Logger, redis string) func(error) {
+	last := ""
+	return func(err error) {
+		if err == nil {
+			log.Info("redis is up: decisions are counted there", "redis", redis)
+			return
+		}
+		if err.Error() != last {
+			last = err.Error()
+			log.Warn("redis unreachable: each limit follows its failure mode until it answers", "redis", redis, "err", err)
+		}
+	}
 }
 
 // Name says where the service counts, for the logs: "memory" or "redis"
@@ -162,6 +181,7 @@ func (s *Stores) Check(policies *policy.Set) error {
 }
 
 // Ready is an error while Redis is down for limits that fail closed:
+// from a start without Redis until it first answers, and then
 // while a fail_closed breaker is open (decisions deny without asking
 // Redis) and while it is half-open (one probe is out; every other
 // decision still denies). Only a probe that succeeds closes a breaker, so
@@ -171,6 +191,9 @@ func (s *Stores) Check(policies *policy.Set) error {
 func (s *Stores) Ready() error {
 	if s.memory != nil {
 		return nil
+	}
+	if s.redis != nil && !s.redis.Connected() {
+		return errors.New("redis has not answered since the start (it is dialled in the background) and fail_closed limits deny every request")
 	}
 	failClosed := []floodgate.Limiter{s.byMode[failover.FailClosed]}
 	if s.fleet != nil {
