@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"log/slog"
+	"net"
 	"strconv"
 	"time"
 
@@ -9,11 +11,15 @@ import (
 
 	"github.com/floodgate-io/floodgate/cmd/internal/listen"
 	"github.com/floodgate-io/floodgate/cmd/internal/proxy"
+	"github.com/floodgate-io/floodgate/cmd/internal/server"
 )
 
-// listenFlags are the listeners' timeouts and the drain on SIGTERM.
+// listenFlags are the listeners' timeouts, TLS, the drain on SIGTERM
+// and serve's admin listener.
 type listenFlags struct {
 	opts            listen.Options
+	tls             tlsFlags
+	admin           string        // serve only
 	upstreamTimeout time.Duration // proxy only
 }
 
@@ -30,6 +36,11 @@ func (f *listenFlags) register(fl *pflag.FlagSet, isProxy bool) {
 	durationVar(fl, &o.ShutdownDelay, "shutdown-delay", listen.DefaultShutdownDelay, true, h.delay)
 	durationVar(fl, &o.ShutdownTimeout, "shutdown-timeout", listen.DefaultShutdownTimeout, true,
 		"on SIGTERM, once the listeners close: how long in-flight requests may finish before they are cut (0: cut at once)")
+	f.tls.register(fl, isProxy)
+	if !isProxy {
+		fl.StringVar(&f.admin, "admin", "",
+			"listen address of an admin listener serving /admin, /metrics and /debug/pprof/ (off the HTTP listener) and /healthz, /readyz (default: none, all on --http)")
+	}
 	if isProxy {
 		durationVar(fl, &o.SendTimeout, "send-timeout", listen.DefaultProxySendTimeout, true,
 			"the longest a client may take nothing of a response before it is cut, however long the response runs (0: off)")
@@ -68,10 +79,16 @@ func helpFor(isProxy bool) listenHelp {
 	}
 }
 
-// options are the listeners' options; the flags were checked as they were set.
-func (f *listenFlags) options() *listen.Options {
+// options are the listeners' options, with TLS read from its files (log
+// receives its reloads); the other flags were checked as they were set.
+func (f *listenFlags) options(log *slog.Logger) (*listen.Options, error) {
 	o := f.opts
-	return &o
+	t, err := f.tls.load(log)
+	if err != nil {
+		return nil, err
+	}
+	o.TLS = t
+	return &o, nil
 }
 
 // durationVar is a duration flag that refuses negative values, and zero
@@ -117,4 +134,45 @@ func (n positiveInt) Set(s string) error {
 	}
 	*n.p = v
 	return nil
+}
+
+// bind opens serve's listeners: HTTP, gRPC and, with --admin, the admin
+// listener. On an error it closes what it opened and names the flag.
+func (f *listenFlags) bind(httpAddr, grpcAddr string) (server.Listeners, error) {
+	var l server.Listeners
+	binds := []struct {
+		flag, addr string
+		ln         *net.Listener
+	}{{"--http", httpAddr, &l.HTTP}, {"--grpc", grpcAddr, &l.GRPC}, {"--admin", f.admin, &l.Admin}}
+	for _, b := range binds {
+		if b.addr == "" && b.flag == "--admin" {
+			continue
+		}
+		ln, err := net.Listen("tcp", b.addr)
+		if err != nil {
+			closeListeners(l)
+			return server.Listeners{}, fmt.Errorf("%s %s: %w", b.flag, b.addr, err)
+		}
+		*b.ln = ln
+	}
+	return l, nil
+}
+
+// closeListeners closes the listeners bind opened, when serve stops
+// before serving them.
+func closeListeners(l server.Listeners) {
+	for _, ln := range []net.Listener{l.HTTP, l.GRPC, l.Admin} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// listenerAddrs are the listeners' addresses for serve's start-up log.
+func listenerAddrs(l server.Listeners) []any {
+	attrs := []any{"http", l.HTTP.Addr().String(), "grpc", l.GRPC.Addr().String()}
+	if l.Admin != nil {
+		attrs = append(attrs, "admin", l.Admin.Addr().String())
+	}
+	return attrs
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -166,6 +165,10 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	listenOpts, err := f.listen.options(log)
+	if err != nil {
+		return err
+	}
 	policies, err := loadPolicies(f.config, f.reload)
 	if err != nil {
 		return err
@@ -195,27 +198,21 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		AtomicRLS:       f.atomic,
 		CountDeniedHits: f.countDenied,
 		Modes:           f.modes,
-		Listen:          f.listen.options(),
+		Listen:          listenOpts,
 	})
-	httpLn, err := net.Listen("tcp", f.httpAddr)
+	lns, err := f.listen.bind(f.httpAddr, f.grpcAddr)
 	if err != nil {
-		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
-	}
-	grpcLn, err := net.Listen("tcp", f.grpcAddr)
-	if err != nil {
-		httpLn.Close()
-		return fmt.Errorf("--grpc %s: %w", f.grpcAddr, err)
+		return err
 	}
 	if err := watchPolicies(ctx, f.config, reload, log); err != nil {
-		httpLn.Close()
-		grpcLn.Close()
+		closeListeners(lns)
 		return err
 	}
 	go st.Report(ctx, m, time.Second)
-	log.Info("floodgate serving", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
+	log.Info("floodgate serving", append(listenerAddrs(lns), "tls", listenOpts.TLS != nil,
 		"store", st.Name(), "strategy", string(f.fleet.Strategy), "nodes", st.Count(),
-		"policy", policySource(f.config), "domains", policies.Domains())
-	err = srv.Serve(ctx, httpLn, grpcLn)
+		"policy", policySource(f.config), "domains", policies.Domains())...)
+	err = srv.ServeListeners(ctx, lns)
 	log.Info("floodgate stopped")
 	return err
 }
