@@ -101,3 +101,28 @@ func TestServeRefusesALimitItsStrategyCannotServe(t *testing.T) {
 		}
 	}
 }
+
+// bench's defaults ask for a limit of serve's built-in policy, and a run
+// whose lookup matched no limit says so: its calls were all allowed
+// because nothing counted them.
+func TestBenchWarnsWhenNoLimitMatched(t *testing.T) {
+	httpAddr, grpcAddr, _ := startServe(t)
+	const warning = "warning: no limit matched"
+	for _, tc := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{"--target", "grpc", "--addr", grpcAddr}, false},
+		{[]string{"--target", "http", "--addr", httpAddr}, false},
+		{[]string{"--target", "grpc", "--addr", grpcAddr, "--domain", "bench"}, true},
+		{[]string{"--target", "http", "--addr", httpAddr, "--descriptor-key", "tenant"}, true},
+		{[]string{"--target", "http", "--addr", httpAddr, "--domain", "bench", "--limit", "fixed_window:10/1s"}, false},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"bench", "--requests", "1", "--concurrency", "1", "--keys", "1"}, tc.args...)
+		code := Main(context.Background(), args, &out, &errOut)
+		if code != 0 || !strings.Contains(out.String(), "allowed  1") || strings.Contains(errOut.String(), warning) != tc.warn {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0, one call allowed, and a warning %v", tc.args, code, out.String(), errOut.String(), tc.warn)
+		}
+	}
+}

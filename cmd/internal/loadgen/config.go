@@ -34,7 +34,7 @@ const (
 	DefaultConns         = 1
 	DefaultDuration      = 10 * time.Second
 	DefaultKeys          = 1000
-	DefaultDomain        = "bench"
+	DefaultDomain        = "example" // serve's built-in policy, whose "user" limit the default descriptor matches
 	DefaultDescriptorKey = "user"
 	DefaultCost          = 1
 	DefaultTimeout       = 5 * time.Second
@@ -70,7 +70,8 @@ type Config struct {
 	Rate float64
 	// Keys is the number of distinct descriptor values or keys (default 1000).
 	Keys int
-	// Domain is the rate-limit domain of policy lookups (default "bench").
+	// Domain is the rate-limit domain of policy lookups (default "example",
+	// that of serve's built-in policy).
 	Domain string
 	// DescriptorKey is the descriptor entry key, and the key prefix of
 	// explicit-limit HTTP calls (default "user").
