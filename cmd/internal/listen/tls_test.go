@@ -88,17 +88,9 @@ func tlsListeners(t *testing.T, files listen.TLSFiles) (httpAddr, grpcAddr, admi
 	g := grpc.NewServer(opts.GRPCOptions()...)
 	healthpb.RegisterHealthServer(g, health.NewServer())
 	httpLn, grpcLn, adminLn := servicetest.Loopback(t), servicetest.Loopback(t), servicetest.Loopback(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		served <- d.Serve(ctx, listen.HTTP(d.HTTPServer(echo), httpLn), listen.GRPC(g, grpcLn),
+	servicetest.Serve(t, func(ctx context.Context) error {
+		return d.Serve(ctx, listen.HTTP(d.HTTPServer(echo), httpLn), listen.GRPC(g, grpcLn),
 			listen.HTTP(d.AdminHTTPServer(echo), adminLn))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
 	})
 	return httpLn.Addr().String(), grpcLn.Addr().String(), adminLn.Addr().String()
 }

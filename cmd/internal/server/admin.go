@@ -51,6 +51,17 @@ func (s *Server) operatorRoutes(mux *http.ServeMux) {
 	mux.Handle("/debug/pprof/", s.profiler())
 }
 
+// movedRoutes answers the operator's routes on the HTTP listener, when
+// the admin listener serves them, with a 404 that says where they went.
+func (s *Server) movedRoutes(mux *http.ServeMux) {
+	moved := func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s is served on the admin listener, not on this one", r.URL.Path))
+	}
+	for _, path := range []string{"/metrics", "/admin/", "/admin", "/debug/pprof/"} {
+		mux.HandleFunc(path, moved)
+	}
+}
+
 // adminListener is the admin listener's handler: the operator's routes,
 // and /healthz and /readyz for probes that cannot present the client
 // certificate the HTTP listener may require.

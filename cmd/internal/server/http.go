@@ -26,8 +26,10 @@ func (s *Server) routes(operator bool) http.Handler {
 	route("/json", http.MethodPost, s.handleJSON)
 	route("/healthz", http.MethodGet, s.handleHealthz)
 	route("/readyz", http.MethodGet, s.handleReadyz)
-	if operator { // else on the admin listener
+	if operator {
 		s.operatorRoutes(mux)
+	} else {
+		s.movedRoutes(mux)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s", r.URL.Path))

@@ -128,8 +128,12 @@ func TestAdminListenerOverMTLS(t *testing.T) {
 		if strings.HasPrefix(tc.url, admin) {
 			c = without
 		}
-		if status, body := get(t, c, tc.url, tc.token); status != tc.status {
+		status, body := get(t, c, tc.url, tc.token)
+		if status != tc.status {
 			t.Errorf("GET %s (token %q): %d, want %d: %.200s", tc.url, tc.token, status, tc.status, body)
+		}
+		if strings.HasPrefix(tc.url, main) && status == 404 && !strings.Contains(body, "served on the admin listener") {
+			t.Errorf("GET %s: %s, want it to name the admin listener", tc.url, body)
 		}
 	}
 
