@@ -1,5 +1,7 @@
-// Package listen serves Floodgate's listeners (floodgate serve's HTTP and
-// gRPC, floodgate proxy's HTTP) with bounded connections, and takes them
+// Package listen serves Floodgate's listeners (floodgate serve's HTTP,
+// gRPC and admin, floodgate proxy's HTTP) with bounded connections and,
+// when asked, TLS whose certificate is re-read as its files change
+// (LoadTLS), and takes them
 // down on shutdown in the order a load balancer needs: readiness fails
 // first, the listeners keep serving for a grace period with every HTTP
 // response saying Connection: close, then they close and in-flight
