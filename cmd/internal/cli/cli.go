@@ -26,8 +26,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // NewRoot builds the floodgate command tree.
 func NewRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "floodgate",
-		Short:         "Floodgate is a distributed rate limiter: library, service and gateway",
+		Use:   "floodgate",
+		Short: "Floodgate is a distributed rate limiter: library, service and gateway",
+		Example: "  floodgate serve                                   # the service, built-in policy, in memory\n" +
+			"  floodgate proxy --upstream http://127.0.0.1:3000 --limit 100/m --by header:X-API-Key\n" +
+			"  floodgate config check examples/policies/\n" +
+			"  floodgate bench --target grpc --addr 127.0.0.1:8081\n" +
+			"  floodgate sim --strategy exact,leased,gossip --nodes 10",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

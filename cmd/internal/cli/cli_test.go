@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 func TestVersionPrintsName(t *testing.T) {
@@ -125,4 +127,22 @@ func TestBenchWarnsWhenNoLimitMatched(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0, one call allowed, and a warning %v", tc.args, code, out.String(), errOut.String(), tc.warn)
 		}
 	}
+}
+
+// Every command's --help ends with examples (cobra's Example field), but
+// cobra's own help and completion commands.
+func TestEveryCommandHasExamples(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if strings.TrimSpace(c.Example) == "" {
+			t.Errorf("%q has no Example for its --help", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewRoot())
 }

@@ -11,8 +11,9 @@ import (
 
 func newConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "config",
-		Short: "Work with policy configuration files",
+		Use:     "config",
+		Short:   "Work with policy configuration files",
+		Example: "  floodgate config check examples/policies/ examples/policy.yaml",
 	}
 	var (
 		merge bool
@@ -26,6 +27,9 @@ func newConfigCmd() *cobra.Command {
 			"Paths that hold no policy file at all (an empty directory) are an error, as they are for serve and proxy.\n" +
 			"With --strategy (and --sample-one-in), as given to serve, a limit that strategy cannot serve\n" +
 			"(leased and gossip serve fixed_window only) is an error too, as it is when serve starts or reloads.",
+		Example: "  floodgate config check examples/policies/\n" +
+			"  floodgate config check --strategy leased examples/policies/fleet.yaml   # as serve --strategy leased would\n" +
+			"  floodgate config check --merge-domains /etc/ratelimit/config/          # envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			if err := applyEnv(cmd); err != nil {

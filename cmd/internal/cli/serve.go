@@ -76,6 +76,11 @@ func newServeCmd() *cobra.Command {
 			"Several nodes share their limits by a strategy (--strategy, or strategy: per limit in the policy):\n" +
 			"exact counts every request in Redis; local enforces limit/N per node; leased, synced and sampled\n" +
 			"keep shared state in Redis and decide in memory; gossip needs no Redis, only --cluster-bind.",
+		Example: "  floodgate serve                                                      # built-in policy, in memory\n" +
+			"  floodgate serve --config examples/policies/ --redis 127.0.0.1:6379   # your policies, one limit for the fleet\n" +
+			"  floodgate serve --redis 127.0.0.1:6379 --strategy leased --nodes 3   # leases of quota from Redis\n" +
+			"  floodgate serve --strategy gossip --cluster-bind 127.0.0.1:7946 --cluster-join 10.0.0.2:7946\n" +
+			"  FLOODGATE_REDIS=rediss://app:secret@redis:6380/0 floodgate serve --http 0.0.0.0:8080 --grpc 0.0.0.0:8081",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.compat.apply(cmd.Flags(), os.Environ()); err != nil {

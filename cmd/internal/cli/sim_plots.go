@@ -30,8 +30,9 @@ type simPlotFlags struct {
 func newSimPlotsCmd() *cobra.Command {
 	var f simPlotFlags
 	cmd := &cobra.Command{
-		Use:   "plots",
-		Short: "Draw the strategies' trade-offs: overshoot vs T, utilisation vs skew, a demand shift",
+		Use:     "plots",
+		Example: "  go run -tags plots ./cmd/floodgate sim plots --out docs/img",
+		Short:   "Draw the strategies' trade-offs: overshoot vs T, utilisation vs skew, a demand shift",
 		Long: `plots runs the simulations behind three plots and writes them to --out:
 
   overshoot-vs-t.png    worst overshoot per window against the sync interval T,
