@@ -199,11 +199,12 @@ func parseBy(by string, trusted []string) (httplimit.KeyFunc, error) {
 
 // oneLineStores is where the one-line proxy counts: memory, or Redis under
 // keys of its own behind --failure-mode, exact, in a fleet of --nodes (at
-// least 1). Its failure mode matters only with --redis, so only then is
-// it read, after --max-keys (which Open checks first).
+// least 1). Its failure mode matters only with Redis (--redis or
+// --redis-sentinel), so only then is it read, after --max-keys (which Open
+// checks first).
 func oneLineStores(f proxyFlags) (assemble.Config, error) {
 	var mode failover.Mode
-	if f.maxKeys >= 0 && f.redis != "" {
+	if f.maxKeys >= 0 && (f.redis != "" || f.redisAuth.Sentinel != "") {
 		var err error
 		if mode, err = failover.ParseMode(f.failureMode); err != nil {
 			return assemble.Config{}, fmt.Errorf("--failure-mode: %w", err)
