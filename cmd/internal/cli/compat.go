@@ -203,12 +203,38 @@ func (e *envoyEnv) listeners() {
 	if v := e.str("GRPC_UDS", ""); v != "" {
 		e.refuse("GRPC_UDS", v, "Floodgate's gRPC listens on TCP only (GRPC_HOST, GRPC_PORT)")
 	}
-	if e.boolean("GRPC_SERVER_USE_TLS", false) {
-		e.refuse("GRPC_SERVER_USE_TLS", "true", "Floodgate's gRPC listener is plaintext; terminate TLS in front of it (a sidecar or Envoy)")
-	}
-	e.ignore("used only with GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN")
+	e.grpcTLS()
 	e.ignore("Floodgate closes idle connections after --idle-timeout and does not age busy ones", "GRPC_MAX_CONNECTION_AGE", "GRPC_MAX_CONNECTION_AGE_GRACE")
-	e.ignore("no debug listener: /admin (with --admin-token) and /metrics are on the HTTP listener", "DEBUG_HOST", "DEBUG_PORT")
+	// Its debug listener (pprof, stats) is always on; Floodgate's admin
+	// listener is asked for: only when the variables are given.
+	_, host := e.env["DEBUG_HOST"]
+	_, port := e.env["DEBUG_PORT"]
+	if host || port {
+		e.set("DEBUG_HOST, DEBUG_PORT", "admin", e.hostPort("DEBUG_HOST", "DEBUG_PORT", "6070"))
+	}
+}
+
+// grpcTLS maps the gRPC listener's TLS. Floodgate's --tls-* serve every
+// listener: HTTP too, where envoyproxy/ratelimit's stays plaintext.
+func (e *envoyEnv) grpcTLS() {
+	if !e.boolean("GRPC_SERVER_USE_TLS", false) {
+		e.ignore("used only with GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN")
+		return
+	}
+	cert, key := e.str("GRPC_SERVER_TLS_CERT", ""), e.str("GRPC_SERVER_TLS_KEY", "")
+	if cert == "" || key == "" {
+		e.refuse("GRPC_SERVER_USE_TLS", "true", "it needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY")
+		return
+	}
+	e.set("GRPC_SERVER_TLS_CERT", "tls-cert", cert)
+	e.set("GRPC_SERVER_TLS_KEY", "tls-key", key)
+	if ca := e.str("GRPC_CLIENT_TLS_CACERT", ""); ca != "" {
+		e.set("GRPC_CLIENT_TLS_CACERT", "tls-client-ca", ca)
+	}
+	if san := e.str("GRPC_CLIENT_TLS_SAN", ""); san != "" {
+		// accepting any client of the CA would let in clients it refuses
+		e.refuse("GRPC_CLIENT_TLS_SAN", san, "Floodgate accepts every client certificate its CA signed; it does not check a SAN")
+	}
 }
 
 // hostPort joins a host and a port variable with envoyproxy/ratelimit's

@@ -22,7 +22,8 @@ func compatServe(t *testing.T, environ []string, args ...string) (map[string]str
 	for _, name := range []string{"http", "grpc", "config", "redis", "redis-username", "redis-password", "redis-tls", "redis-tls-ca",
 		"redis-tls-cert", "redis-tls-key", "redis-tls-skip-hostname-verification", "redis-sentinel-master", "redis-sentinel-username",
 		"redis-sentinel-password", "redis-prefix", "log-format", "log-level", "shadow-mode", "quota-mode", "headers", "atomic", "count-denied-hits", "allow-empty-config", "merge-domains",
-		"envoy-limit-headers", "envoy-limit-header", "envoy-remaining-header", "envoy-reset-header"} {
+		"envoy-limit-headers", "envoy-limit-header", "envoy-remaining-header", "envoy-reset-header",
+		"tls-cert", "tls-key", "tls-client-ca", "admin"} {
 		values[name] = cmd.Flags().Lookup(name).Value.String()
 	}
 	return values, c.notes, err
@@ -90,6 +91,12 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 				"envoy-remaining-header": "X-Left", "envoy-reset-header": "X-Reset"}},
 		{name: "header names without the headers are ignored, as there", env: append([]string{"LIMIT_LIMIT_HEADER=X-Limit"}, tcpRedis...),
 			want: map[string]string{"headers": "false", "envoy-limit-headers": "false", "envoy-limit-header": "RateLimit-Limit"}},
+		{name: "gRPC over mTLS", env: append([]string{"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=/c", "GRPC_SERVER_TLS_KEY=/k",
+			"GRPC_CLIENT_TLS_CACERT=/ca"}, tcpRedis...), want: map[string]string{"tls-cert": "/c", "tls-key": "/k", "tls-client-ca": "/ca"}},
+		{name: "TLS files without TLS are ignored, as there", env: append([]string{"GRPC_SERVER_TLS_CERT=/c"}, tcpRedis...),
+			want: map[string]string{"tls-cert": ""}},
+		{name: "debug port: the admin listener", env: append([]string{"DEBUG_PORT=6070"}, tcpRedis...), want: map[string]string{"admin": "0.0.0.0:6070"}},
+		{name: "no debug variables: no admin listener", env: tcpRedis, want: map[string]string{"admin": ""}},
 		{name: "shadow and quota mode off", env: append([]string{"SHADOW_MODE=false", "QUOTA_MODE=false"}, tcpRedis...),
 			want: map[string]string{"shadow-mode": "false", "quota-mode": "false"}},
 		{name: "global shadow mode", env: append([]string{"SHADOW_MODE=true"}, tcpRedis...), want: map[string]string{"shadow-mode": "true", "quota-mode": "false"}},
@@ -112,7 +119,10 @@ func TestEnvoyRatelimitVariables(t *testing.T) {
 		{name: "bad shadow mode", env: append([]string{"SHADOW_MODE=on"}, tcpRedis...), wantErr: `SHADOW_MODE="on": want true or false`},
 		{name: "xDS", env: append([]string{"CONFIG_TYPE=GRPC_XDS_SOTW"}, tcpRedis...), wantErr: "CONFIG_TYPE=GRPC_XDS_SOTW"},
 		{name: "gRPC on a Unix socket", env: append([]string{"GRPC_UDS=/tmp/rl.sock"}, tcpRedis...), wantErr: "GRPC_UDS"},
-		{name: "gRPC over TLS", env: append([]string{"GRPC_SERVER_USE_TLS=true"}, tcpRedis...), wantErr: "GRPC_SERVER_USE_TLS"},
+		{name: "gRPC over TLS without its files", env: append([]string{"GRPC_SERVER_USE_TLS=true"}, tcpRedis...),
+			wantErr: "GRPC_SERVER_USE_TLS=true cannot be honoured: it needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY"},
+		{name: "mTLS with a SAN check", env: append([]string{"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=/c", "GRPC_SERVER_TLS_KEY=/k",
+			"GRPC_CLIENT_TLS_CACERT=/ca", "GRPC_CLIENT_TLS_SAN=envoy"}, tcpRedis...), wantErr: "GRPC_CLIENT_TLS_SAN=envoy cannot be honoured"},
 		{name: "bad boolean", env: append([]string{"REDIS_TLS=yes"}, tcpRedis...), wantErr: `REDIS_TLS="yes": want true or false`},
 		{name: "unknown log level", env: append([]string{"LOG_LEVEL=verbose"}, tcpRedis...),
 			wantErr: `LOG_LEVEL="verbose": want trace, debug, info, warn, warning, error, fatal or panic`},
@@ -152,7 +162,7 @@ func TestEnvoyRatelimitRefusalIsErrCompat(t *testing.T) {
 // its reason, never dropped in silence.
 func TestEnvoyRatelimitIgnoredVariablesAreReported(t *testing.T) {
 	env := append([]string{"USE_STATSD=true", "USE_PROMETHEUS=true", "LOCAL_CACHE_SIZE_IN_BYTES=1048576", "NEAR_LIMIT_RATIO=0.9",
-		"REDIS_PERSECOND=true", "REDIS_PERSECOND_URL=10.0.0.6:6379", "REDIS_POOL_SIZE=20", "DEBUG_PORT=6070", "RUNTIME_WATCH_ROOT=false",
+		"REDIS_PERSECOND=true", "REDIS_PERSECOND_URL=10.0.0.6:6379", "REDIS_POOL_SIZE=20", "GRPC_SERVER_TLS_KEY=/k", "RUNTIME_WATCH_ROOT=false",
 		"TRACING_ENABLED=true"}, tcpRedis...)
 	_, notes, err := compatServe(t, env)
 	if err != nil {
@@ -163,7 +173,7 @@ func TestEnvoyRatelimitIgnoredVariablesAreReported(t *testing.T) {
 		reported[n.variable] = n.outcome
 	}
 	for _, v := range []string{"USE_STATSD", "USE_PROMETHEUS", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO", "REDIS_PERSECOND",
-		"REDIS_PERSECOND_URL", "REDIS_POOL_SIZE", "DEBUG_PORT", "TRACING_ENABLED", "RUNTIME_WATCH_ROOT"} {
+		"REDIS_PERSECOND_URL", "REDIS_POOL_SIZE", "GRPC_SERVER_TLS_KEY", "TRACING_ENABLED", "RUNTIME_WATCH_ROOT"} {
 		if !strings.HasPrefix(reported[v], "ignored (") {
 			t.Errorf("%s: reported %q, want ignored with a reason", v, reported[v])
 		}
