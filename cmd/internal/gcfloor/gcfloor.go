@@ -105,8 +105,11 @@ func envPercent(v string) (percent int, ok bool) {
 }
 
 // sentinel is garbage whose finalizer runs after the collection that
-// finds it: once a cycle, the hook for tuning.
-type sentinel struct{ _ byte }
+// finds it: once a cycle, the hook for tuning. It is larger than 16 bytes
+// so that it has a block of its own: the runtime packs smaller objects
+// without pointers together, and a finalizer on one of those runs only
+// when the whole block is garbage, which may be never.
+type sentinel struct{ _ [32]byte }
 
 func arm(s *state) {
 	runtime.SetFinalizer(&sentinel{}, func(*sentinel) { s.cycle() })

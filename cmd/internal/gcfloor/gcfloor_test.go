@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
@@ -96,5 +97,14 @@ func TestStartDoesNothing(t *testing.T) {
 			t.Errorf("GOGC=%s, floor %d: a floor was started", tc.env, tc.floor)
 		}
 		stop()
+	}
+}
+
+// The runtime's tiny allocator packs objects under 16 bytes without
+// pointers into shared blocks, whose finalizers may never run: the
+// sentinel must not be one of them.
+func TestSentinelHasABlockOfItsOwn(t *testing.T) {
+	if size := unsafe.Sizeof(sentinel{}); size < 16 {
+		t.Fatalf("sentinel is %d bytes: the tiny allocator would pack it", size)
 	}
 }
