@@ -126,14 +126,7 @@ echo "uptime after: $(uptime)"
 
 # Medians per service, and floodgate's ratio to each envoy variant per round
 # (min..max over the rounds, median).
-awk -F'\t' -v rounds="$rounds" "$awk_median"'
-function spread(name, col, label,   r, a, n, lo, hi) {
-	n = 0
-	for (r = 1; r <= rounds; r++) { a[++n] = v[r, "floodgate", col] / v[r, name, col] }
-	lo = hi = a[1]
-	for (r = 2; r <= n; r++) { if (a[r] < lo) lo = a[r]; if (a[r] > hi) hi = a[r] }
-	printf "floodgate / %-13s %-12s %.2fx (rounds %.2f..%.2f)\n", name, label, median(a, n), lo, hi
-}
+awk -F'\t' -v rounds="$rounds" -v width=13 "$awk_median$awk_spread"'
 { for (c = 3; c <= 10; c++) v[$1, $2, c] = $c }
 END {
 	printf "\nmedians of %d rounds\n%-13s %12s %9s %9s %10s %12s %12s\n", rounds, "service", "decisions/s", "p50 ms", "p99 ms", "CPU us/dec", "redis us/dec", "bench us/dec"

@@ -125,14 +125,7 @@ echo "uptime after: $(uptime)"
 
 # Medians per service, and floodgate's ratio to each gubernator per round
 # (median, and min..max over the rounds).
-awk -F'\t' -v rounds="$rounds" "$awk_median"'
-function spread(name, col, label,   r, a, n, lo, hi) {
-	n = 0
-	for (r = 1; r <= rounds; r++) { a[++n] = v[r, "floodgate", col] / v[r, name, col] }
-	lo = hi = a[1]
-	for (r = 2; r <= n; r++) { if (a[r] < lo) lo = a[r]; if (a[r] > hi) hi = a[r] }
-	printf "floodgate / %-19s %-12s %.2fx (rounds %.2f..%.2f)\n", name, label, median(a, n), lo, hi
-}
+awk -F'\t' -v rounds="$rounds" -v width=19 "$awk_median$awk_spread"'
 { for (c = 3; c <= 9; c++) v[$1, $2, c] = $c }
 END {
 	printf "\nmedians of %d rounds\n%-19s %12s %9s %9s %10s %12s\n", rounds, "service", "decisions/s", "p50 ms", "p99 ms", "CPU us/dec", "bench us/dec"

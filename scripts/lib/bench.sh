@@ -44,3 +44,16 @@ function median(a, n,   i, j, t) {
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }'
+
+# awk_spread is an awk function, spread(name, col, label), that prints
+# floodgate's ratio to service name in column col of v[round, service,
+# col], per round: the median and min..max. It needs awk_median, the
+# variables rounds and width (of the service's name) and the array v.
+awk_spread='
+function spread(name, col, label,   r, a, n, lo, hi) {
+	n = 0
+	for (r = 1; r <= rounds; r++) { a[++n] = v[r, "floodgate", col] / v[r, name, col] }
+	lo = hi = a[1]
+	for (r = 2; r <= n; r++) { if (a[r] < lo) lo = a[r]; if (a[r] > hi) hi = a[r] }
+	printf "floodgate / %-*s %-12s %.2fx (rounds %.2f..%.2f)\n", width, name, label, median(a, n), lo, hi
+}'
