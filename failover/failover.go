@@ -27,9 +27,10 @@
 // on the caller's timer) is called on the caller's goroutine; any other
 // runs on a goroutine of its own, which ends when the store returns, and
 // the decision goes on without it. A decision the store did not answer in
-// time is the policy's (counted in Stats.Degraded), but the store may still
-// have counted it: an outage errs towards the shared count being high,
-// never low.
+// time is the policy's (counted in Stats.Degraded, and noted in the
+// decision's context for the surface that reports it, observe.NoteDegraded),
+// but the store may still have counted it: an outage errs towards the
+// shared count being high, never low.
 //
 // The Limiter New returns has its store's optional capabilities
 // (floodgate.BatchLimiter, floodgate.Adjuster) and no others.
@@ -44,6 +45,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/observe"
 )
 
 // Mode is a failure policy: what to decide when the store is unavailable.
@@ -369,6 +371,7 @@ func (l *core) decide(ctx context.Context, key string, limit floodgate.Limit, co
 		if d, err = l.degrade(ctx, key, limit, cost); err != nil {
 			return result{}, err
 		}
+		observe.NoteDegraded(ctx, cause)
 	}
 	l.stats.decided(1, cause != nil)
 	return result{Decision: d, cause: cause}, nil
@@ -394,6 +397,7 @@ func (l *core) decideAll(ctx context.Context, reqs []floodgate.Request) (batchRe
 		if ds, err = l.degradeAll(ctx, reqs); err != nil {
 			return batchResult{}, err
 		}
+		observe.NoteDegraded(ctx, cause)
 	}
 	l.stats.decided(len(reqs), cause != nil)
 	return batchResult{decisions: ds, cause: cause}, nil
