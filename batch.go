@@ -35,6 +35,26 @@ func Allowed(ds []Decision) bool {
 	return true
 }
 
+// Violated reports whether d, one of the decisions ds of a request, is one
+// that denied it. A denied batch denies every decision and marks those that
+// caused it with a RetryAfter (see BatchLimiter); when none is marked (a
+// sequential fallback, a store that does not say) every denied decision
+// counts.
+func Violated(d Decision, ds []Decision) bool {
+	if d.Allowed {
+		return false
+	}
+	if d.RetryAfter != 0 {
+		return true
+	}
+	for _, o := range ds {
+		if !o.Allowed && o.RetryAfter != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Combine folds the decisions of several limits on one request into the
 // decision of the request as a whole, as headers report it: allowed when all
 // allow; Limit and Remaining of the limit with the least remaining; the

@@ -25,6 +25,7 @@
 package grpclimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,12 +37,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/internal/headers"
+	"github.com/floodgate-io/floodgate/observe"
 )
 
 // The response metadata keys, lowercase as HTTP/2 requires.
@@ -74,6 +77,13 @@ type Options struct {
 	// Methods selects the methods to limit by full name; nil limits all.
 	// Calls to other methods pass untouched, without metadata.
 	Methods func(fullMethod string) bool
+	// Name is the policy name the interceptor reports its decisions under
+	// (observe.Event.Policy); "" is "grpc".
+	Name string
+	// Observer, when set, is told of every rule's decision
+	// (observe.Report; observe.Multi combines several). The event's Client
+	// is the peer's address (its host, without the port).
+	Observer observe.Observer
 }
 
 // limiter is a validated configuration, shared by both interceptors.
@@ -82,6 +92,8 @@ type limiter struct {
 	batch   floodgate.BatchLimiter // l's, or nil
 	rules   []Rule
 	methods func(string) bool
+	name    string
+	obs     observe.Observer
 }
 
 func newLimiter(l floodgate.Limiter, opts Options) (*limiter, error) {
@@ -115,6 +127,8 @@ func newLimiter(l floodgate.Limiter, opts Options) (*limiter, error) {
 		l:       l,
 		rules:   append([]Rule(nil), opts.Rules...),
 		methods: opts.Methods,
+		name:    cmp.Or(opts.Name, "grpc"),
+		obs:     opts.Observer,
 	}
 	lim.batch, _ = l.(floodgate.BatchLimiter)
 	return lim, nil
@@ -194,7 +208,11 @@ func (lim *limiter) decide(ctx context.Context, method string, req any, stream b
 	if len(reqs) == 0 {
 		return nil
 	}
-	ds, err := lim.allow(ctx, reqs)
+	dctx, rep := lim.observe(ctx, reqs)
+	name := func(i int) string { return rules[i].Name }
+	ds, err := lim.allow(dctx, reqs)
+	rep.Decided()
+	rep.Report(ds, err, name)
 	if err != nil {
 		return statusOfError(ctx, err)
 	}
@@ -211,6 +229,19 @@ func (lim *limiter) decide(ctx context.Context, method string, req any, stream b
 		}
 	}
 	return nil
+}
+
+// observe starts the report of a call's decision when there is an Observer.
+func (lim *limiter) observe(ctx context.Context, reqs []floodgate.Request) (context.Context, *observe.Reporting) {
+	if lim.obs == nil {
+		return ctx, nil
+	}
+	client := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		client = host(p.Addr)
+	}
+	return observe.Start(ctx, lim.obs, observe.Decided{
+		Surface: observe.SurfaceGRPC, Policy: lim.name, Client: client, Requests: reqs})
 }
 
 func costOf(ctx context.Context, r *Rule, method string, req any, stream bool) (int64, error) {
@@ -278,7 +309,7 @@ func denied(rules []*Rule, ds []floodgate.Decision, c floodgate.Decision) error 
 	var names []string
 	qf := &errdetails.QuotaFailure{}
 	for i, d := range ds {
-		if violated(d, ds) {
+		if floodgate.Violated(d, ds) {
 			names = append(names, rules[i].Name)
 			desc := fmt.Sprintf("limit %s exceeded", rules[i].Limit)
 			if d.RetryAfter < 0 {
@@ -299,25 +330,6 @@ func denied(rules []*Rule, ds []floodgate.Decision, c floodgate.Decision) error 
 		st = withDetails
 	}
 	return st.Err()
-}
-
-// violated reports whether d is one of the decisions that denied the call.
-// A denied batch denies every decision, and marks those that caused it with
-// a RetryAfter; when none is marked (a sequential fallback, a store that
-// does not say) every denied decision is named.
-func violated(d floodgate.Decision, ds []floodgate.Decision) bool {
-	if d.Allowed {
-		return false
-	}
-	if d.RetryAfter != 0 {
-		return true
-	}
-	for _, o := range ds {
-		if !o.Allowed && o.RetryAfter != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // ceilMS rounds d up to a whole millisecond, so that a client that waits

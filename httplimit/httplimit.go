@@ -67,6 +67,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -76,6 +77,7 @@ import (
 	"github.com/floodgate-io/floodgate/internal/excerpt"
 	"github.com/floodgate-io/floodgate/internal/headers"
 	"github.com/floodgate-io/floodgate/internal/problem"
+	"github.com/floodgate-io/floodgate/observe"
 )
 
 // ErrInvalidOptions is wrapped by every error New returns for bad options.
@@ -207,6 +209,16 @@ type Options struct {
 	// Logger receives reconciliation errors when OnReconcileError is nil;
 	// nil is slog.Default().
 	Logger *slog.Logger
+	// Name is the policy name the middleware reports its decisions under
+	// (observe.Event.Policy), so that metrics and logs can tell several
+	// middlewares of one process apart; "" is "http".
+	Name string
+	// Observer, when set, is told of every rule's decision
+	// (observe.Report): metrics (telemetry/metrics), traces
+	// (telemetry/tracing), decision logs (observe/decisionlog), top
+	// consumers (observe/insight); observe.Multi combines several. The
+	// event's Client is the connection's peer address.
+	Observer observe.Observer
 	// ReconcileTimeout bounds the adjustments of one response. They run
 	// after the handler, on a context that the client leaving does not
 	// cancel (the work has been done), so this is all that bounds them.
@@ -274,6 +286,9 @@ func (opts *Options) defaults() error {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Name == "" {
+		opts.Name = "http"
+	}
 	return nil
 }
 
@@ -339,26 +354,43 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	ds, err := m.decide(r.Context(), reqs)
+	ctx, rep := observe.Start(r.Context(), m.opts.Observer, observe.Decided{
+		Surface: observe.SurfaceHTTP, Policy: m.opts.Name, Client: peer(r), Requests: reqs})
+	name := func(i int) string { return applied[i].Name }
+	ds, err := m.decide(ctx, reqs)
+	rep.Decided()
 	if err != nil {
+		rep.Report(nil, err, name)
 		m.opts.OnError(w, r, err)
 		return
 	}
 	c := floodgate.Combine(ds)
 	if !c.Allowed {
+		rep.Report(ds, nil, name)
 		m.deny(w, applied, ds, c, violated(ds))
 		return
 	}
 	if c.Delay > 0 && !m.opts.NoShaping && !m.hold(w, r, applied, ds, c) {
+		rep.Report(ds, nil, name) // as held: refused when its delay was too long
 		m.release(r, reqs)
 		return
 	}
+	rep.Report(ds, nil, name)
 	m.setHeaders(w.Header(), applied, ds, nil, c)
 	if !reconciles(applied) {
 		next.ServeHTTP(w, r)
 		return
 	}
 	m.serveReconciled(w, r, next, applied, reqs)
+}
+
+// peer is the host of the connection's peer, or "" when it cannot be read.
+func peer(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return ""
+	}
+	return host
 }
 
 // requests maps r to one request per rule that applies to it. It answers
@@ -482,21 +514,11 @@ func (m *middleware) decide(ctx context.Context, reqs []floodgate.Request) ([]fl
 	return ds, nil
 }
 
-// violated marks the decisions that caused a denial: those with a wait
-// (BatchLimiter gives the others a RetryAfter of 0). A store that marks
-// none has every denied decision count.
+// violated marks the decisions that caused a denial (floodgate.Violated).
 func violated(ds []floodgate.Decision) []bool {
 	out := make([]bool, len(ds))
-	marked := false
 	for i, d := range ds {
-		if !d.Allowed && d.RetryAfter != 0 {
-			out[i], marked = true, true
-		}
-	}
-	if !marked {
-		for i, d := range ds {
-			out[i] = !d.Allowed
-		}
+		out[i] = floodgate.Violated(d, ds)
 	}
 	return out
 }

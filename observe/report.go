@@ -1,0 +1,110 @@
+package observe
+
+import (
+	"context"
+	"time"
+
+	"github.com/floodgate-io/floodgate"
+)
+
+// Decided is one request's decision, as a surface that decides a request's
+// limits together (floodgate.BatchLimiter, or one by one) reports it with
+// Report.
+type Decided struct {
+	Surface, Policy, Client string
+	// Requests are the limits' requests to the store, in order.
+	Requests []floodgate.Request
+	// Decisions are their decisions: as many as Requests, or fewer when
+	// the surface stopped at the first denial (the rest are not
+	// reported); nil when Err is set.
+	Decisions []floodgate.Decision
+	// Err is the error that left the request undecided.
+	Err error
+	// Latency and StoreTime are as in Event.
+	Latency, StoreTime time.Duration
+}
+
+// Report tells o of a decided request: one Event per limit, the ith named
+// name(i), then End with the request's Summary. Notes in ctx (WithNotes)
+// mark the events as degraded.
+//
+// A limit's Outcome is its own verdict: Denied when its decision is one
+// that denied the request (floodgate.Violated), Allowed otherwise, even
+// when another limit denied the request and so nothing was consumed (as
+// envoyproxy/ratelimit reports each descriptor). A nil o reports nothing.
+func Report(ctx context.Context, o Observer, d Decided, name func(i int) string) {
+	if o == nil {
+		return
+	}
+	e := Event{Surface: d.Surface, Policy: d.Policy, Client: d.Client, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime}
+	if n := NotesFrom(ctx); n != nil {
+		if degraded, cause := n.Degraded(); degraded {
+			e.Degraded = true
+			if e.Err == nil {
+				e.Err = cause
+			}
+		}
+	}
+	sum := Summary{Outcome: Allowed, Degraded: e.Degraded, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime}
+	if d.Err != nil {
+		sum.Outcome = Error
+	}
+	for i, rq := range d.Requests {
+		e.Limit, e.Key, e.Cost = name(i), rq.Key, rq.Cost
+		switch {
+		case d.Err != nil:
+			e.Outcome = Error
+		case i >= len(d.Decisions):
+			continue
+		default:
+			e.Decision, e.Outcome = d.Decisions[i], Allowed
+			if floodgate.Violated(e.Decision, d.Decisions) {
+				e.Outcome, sum.Outcome = Denied, Denied
+			}
+		}
+		sum.Limits++
+		o.Observe(ctx, e)
+	}
+	End(ctx, o, sum)
+}
+
+// Reporting is one request's report in progress, for a surface that
+// decides with floodgate.Request values: Start it before the decision,
+// call Decided when the store has answered and Report once the outcome is
+// final. A nil *Reporting (no Observer) does nothing.
+type Reporting struct {
+	o     Observer
+	start time.Time
+	ctx   NotesContext // the decision's context, with its Notes
+	d     Decided
+}
+
+// Start begins the report of a request to o (observe.Begin) and returns the
+// context to decide it with, which carries the request's Notes. d gives
+// the request's Surface, Policy, Client and Requests. With a nil o it
+// returns ctx and a nil *Reporting.
+func Start(ctx context.Context, o Observer, d Decided) (context.Context, *Reporting) {
+	if o == nil {
+		return ctx, nil
+	}
+	r := &Reporting{o: o, start: time.Now(), d: d}
+	r.ctx.Context = Begin(ctx, o, d.Surface, d.Policy)
+	return &r.ctx, r
+}
+
+// Decided marks the end of the decision: the Latency reported is from
+// Start to here.
+func (r *Reporting) Decided() {
+	if r != nil {
+		r.d.Latency = time.Since(r.start)
+	}
+}
+
+// Report reports the request's decisions ds, or its error, with Report.
+func (r *Reporting) Report(ds []floodgate.Decision, err error, name func(i int) string) {
+	if r == nil {
+		return
+	}
+	r.d.Decisions, r.d.Err = ds, err
+	Report(&r.ctx, r.o, r.d, name)
+}
