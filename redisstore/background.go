@@ -195,7 +195,7 @@ func (l *Limiter) dialInBackground(opt rueidis.ClientOption, sw *swapClient) {
 			return
 		case <-timer.C:
 		}
-		c, err := rueidis.NewClient(opt)
+		c, err := newClient(l.cfg, opt)
 		if err != nil {
 			l.reportDial(fmt.Errorf("redisstore: connecting to %v: %w: %w", opt.InitAddress, floodgate.ErrStoreUnavailable, err))
 			wait = min(2*wait, maxRedial)

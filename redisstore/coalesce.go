@@ -52,8 +52,9 @@ type pending struct {
 	c        *compiled
 	cost     int64
 	call     func(context.Context, *pending) error
-	deadline time.Time // when its caller stops waiting
-	callers  bool      // the deadline is the caller's context's
+	deadline time.Time       // when its caller stops waiting
+	callers  bool            // the deadline is the caller's context's
+	ctx      context.Context // the caller's, with Config.WrapClient only (see ioContext)
 
 	// state says who owns the pending once it is queued: its caller while
 	// waiting; after answered, its caller again (done has a value); after
@@ -125,6 +126,7 @@ func (b *batcher) decide(ctx context.Context, key string, c *compiled, cost int6
 	p := b.l.pendings.Get().(*pending)
 	p.key, p.c, p.cost = key, c, cost
 	p.deadline, p.callers = b.l.deadline(ctx)
+	p.ctx = b.l.callerContext(ctx)
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
 	var batch []*pending
@@ -318,6 +320,7 @@ func (l *Limiter) do(ctx context.Context, key string, call func(context.Context,
 	p := l.pendings.Get().(*pending)
 	p.key, p.call = key, call
 	p.deadline, p.callers = l.deadline(ctx)
+	p.ctx = l.callerContext(ctx)
 	p.alone[0] = p
 	l.dispatch(nil, p.alone[:])
 	_, err := l.wait(ctx, p)
@@ -326,7 +329,7 @@ func (l *Limiter) do(ctx context.Context, key string, call func(context.Context,
 
 // runCall runs a call (see do) and answers its caller.
 func (l *Limiter) runCall(p *pending) {
-	ctx, cancel := l.ioContext()
+	ctx, cancel := l.ioContext(p.ctx)
 	p.err = p.call(ctx, p)
 	cancel()
 	l.answer(p)
@@ -357,7 +360,7 @@ func (b *batcher) done() []*pending {
 // only as long as its callers.
 func (b *batcher) send(batch []*pending) {
 	l := b.l
-	ctx, cancel := l.ioContext()
+	ctx, cancel := l.ioContext(batch[0].ctx)
 	defer cancel()
 	if len(batch) == 1 {
 		p := batch[0]
@@ -389,8 +392,27 @@ func (b *batcher) send(batch []*pending) {
 // would turn every answer late by a millisecond into a reconnection, and,
 // on a busy machine, reconnections that miss it too into an outage; a
 // dial started for a call would be cut short the same way.
-func (l *Limiter) ioContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(context.Background(), l.cfg.Timeout+l.cfg.DialTimeout, l.timedOut)
+//
+// caller, when not nil, is the context of the call's first caller (see
+// callerContext): the call keeps its values, so that an instrumented
+// client (Config.WrapClient) puts the command's span inside the caller's.
+func (l *Limiter) ioContext(caller context.Context) (context.Context, context.CancelFunc) {
+	parent := context.Background()
+	if caller != nil {
+		parent = context.WithoutCancel(caller)
+	}
+	return context.WithTimeoutCause(parent, l.cfg.Timeout+l.cfg.DialTimeout, l.timedOut)
+}
+
+// callerContext is the context a pending keeps for its call: the caller's
+// when the client is instrumented (Config.WrapClient), else nil, so that
+// an uninstrumented store neither keeps its callers' contexts alive nor
+// pays for carrying their values.
+func (l *Limiter) callerContext(ctx context.Context) context.Context {
+	if l.cfg.WrapClient == nil {
+		return nil
+	}
+	return ctx
 }
 
 // answer hands a request's outcome to its caller, or recycles the request
@@ -496,6 +518,7 @@ func (l *Limiter) release(p *pending) (floodgate.Decision, error) {
 // timer stopped, by whoever owns it last (see pending.state).
 func (l *Limiter) recycle(p *pending) {
 	p.key, p.c, p.cost, p.call, p.callers, p.d, p.err, p.alone[0] = "", nil, 0, nil, false, floodgate.Decision{}, nil, nil
+	p.ctx = nil
 	p.state.Store(waiting)
 	l.pendings.Put(p)
 }
