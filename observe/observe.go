@@ -139,6 +139,10 @@ func (f Func) Observe(ctx context.Context, e Event) { f(ctx, e) }
 // Summary is a whole request's decision, reported to a Spanner when the
 // request's decision ends.
 type Summary struct {
+	// Policy is the policy the request was decided under, as given to
+	// Begin: what an observer that is not told Begin's context (metrics)
+	// needs to label the request's latency.
+	Policy string
 	// Outcome is the request's: Denied when any limit denied it, Shed when
 	// it was shed, Error when it could not be decided, ShadowDenied when
 	// only shadow limits would have denied it, else Allowed.
