@@ -1,0 +1,245 @@
+package insight
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/observe"
+)
+
+// The names under which Insight tracks events it cannot file under their
+// own policy.
+const (
+	// NoPolicy is the policy of events that named none (an explicit limit).
+	NoPolicy = "_none"
+	// OtherPolicy collects the events of every policy beyond MaxPolicies.
+	OtherPolicy = "_other"
+)
+
+// Insight follows every decision it observes, per policy, and answers who
+// is being limited, who is close, and whether something just changed. It
+// implements observe.Observer; it is safe for concurrent use. Build one
+// with New.
+type Insight struct {
+	opts       Options
+	clock      floodgate.Clock
+	slotSec    int64 // seconds per sub-interval
+	spike      spikeRules
+	gap        int64 // maxGap
+	nearBudget nearBudget
+
+	policies atomic.Pointer[map[string]*policyState] // copied on write
+	mu       sync.Mutex                              // serialises adding a policy
+	other    *policyState
+	tracked  atomic.Int64 // policies tracked one by one
+
+	events eventRing
+}
+
+// New returns an Insight configured by opts, or an error wrapping
+// ErrInvalidOption that names the first bad field.
+func New(opts Options) (*Insight, error) {
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	in := &Insight{
+		opts:    o,
+		clock:   o.Clock,
+		slotSec: int64(o.Window / time.Duration(o.Slots) / time.Second),
+		spike:   newSpikeRules(o),
+		gap:     maxGap(o),
+		events:  eventRing{buf: make([]EventRecord, o.MaxEvents)},
+	}
+	if in.clock == nil {
+		in.clock = systemClock{}
+	}
+	in.nearBudget.max = int64(o.MaxNearLimit)
+	m := map[string]*policyState{}
+	in.policies.Store(&m)
+	in.other = in.newPolicy(OtherPolicy, in.clock.Now().UnixNano())
+	return in, nil
+}
+
+// systemClock is the default clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// policyState is everything Insight follows for one policy, behind the
+// policy's own lock: the only lock Observe takes.
+type policyState struct {
+	name string
+	mu   sync.Mutex
+
+	sec                   int64 // the current second (Unix)
+	secDecisions, secDeny int64 // its counts so far
+	recent                [2][]int64
+	recentPos             int
+	det                   [2]detector // SignalDecisions, SignalDenials
+
+	slot             int64     // the current sub-interval: sec / slotSec
+	admitted, denied []summary // rings of Slots sub-intervals, by slot % Slots
+
+	totals        [observe.Error + 1]uint64 // by outcome; [0] is unknown outcomes
+	nearDecisions uint64
+	near          nearList
+	pending       []EventRecord // spikes to record once the lock is released
+}
+
+func (in *Insight) newPolicy(name string, now int64) *policyState {
+	p := &policyState{name: name, sec: now / 1e9}
+	p.slot = p.sec / in.slotSec
+	for i := range p.recent {
+		p.recent[i] = make([]int64, in.opts.RateWindow/time.Second)
+	}
+	p.admitted = make([]summary, in.opts.Slots)
+	p.denied = make([]summary, in.opts.Slots)
+	for i := range p.admitted {
+		p.admitted[i] = newSummary(in.opts.Counters)
+		p.denied[i] = newSummary(in.opts.Counters)
+	}
+	p.near.budget = &in.nearBudget
+	return p
+}
+
+// policy returns name's state, adding it while there is room.
+func (in *Insight) policy(name string, now int64) *policyState {
+	if name == "" {
+		name = NoPolicy
+	}
+	if p, ok := (*in.policies.Load())[name]; ok {
+		return p
+	}
+	if name == OtherPolicy || in.tracked.Load() >= int64(in.opts.MaxPolicies) {
+		return in.other
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	old := *in.policies.Load()
+	if p, ok := old[name]; ok {
+		return p
+	}
+	if len(old) >= in.opts.MaxPolicies {
+		return in.other
+	}
+	m := make(map[string]*policyState, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	p := in.newPolicy(strings.Clone(name), now)
+	m[p.name] = p
+	in.policies.Store(&m)
+	in.tracked.Store(int64(len(m)))
+	return p
+}
+
+// Observe counts one decision. It takes the lock of e's policy only, and
+// allocates nothing for a key already tracked.
+func (in *Insight) Observe(_ context.Context, e observe.Event) {
+	now := in.clock.Now().UnixNano()
+	p := in.policy(e.Policy, now)
+	p.mu.Lock()
+	in.advance(p, now)
+	in.count(p, &e, now)
+	pending := p.takePending()
+	p.mu.Unlock()
+	in.emit(pending)
+}
+
+func (p *policyState) takePending() []EventRecord {
+	if len(p.pending) == 0 {
+		return nil
+	}
+	out := p.pending
+	p.pending = nil
+	return out
+}
+
+func (in *Insight) emit(recs []EventRecord) {
+	for _, r := range recs {
+		in.events.add(r, in.opts.OnEvent)
+	}
+}
+
+// denial reports whether an outcome counts as a denial: the limit refused
+// the request, or would have in shadow mode.
+func denial(o observe.Outcome) bool { return o == observe.Denied || o == observe.ShadowDenied }
+
+func (in *Insight) count(p *policyState, e *observe.Event, now int64) {
+	o := e.Outcome
+	if o > observe.Error {
+		o = 0
+	}
+	p.totals[o]++
+	p.secDecisions++
+	cur := p.slot % int64(in.opts.Slots)
+	switch {
+	case denial(o):
+		p.secDeny++
+		if e.Cost > 0 {
+			p.denied[cur].add(e.Key, e.Cost)
+		}
+	case o == observe.Allowed && e.Cost > 0:
+		p.admitted[cur].add(e.Key, e.Cost)
+	}
+	if o == observe.Error || e.Decision.Limit <= 0 {
+		return // no decision: it says nothing of how close the key is
+	}
+	used := e.Used()
+	near := used >= in.opts.NearLimitRatio
+	if near && o == observe.Allowed {
+		p.nearDecisions++
+	}
+	d := e.Decision
+	p.near.note(nearKey{e.Limit, e.Key}, near, used, d.Remaining, d.Limit, now+int64(d.ResetAfter), now)
+}
+
+// advance brings p to now: it closes the seconds and sub-intervals that
+// have passed and drops the near-limit keys whose limits have reset. A
+// clock that goes back counts into the current second.
+func (in *Insight) advance(p *policyState, now int64) {
+	if sec := now / 1e9; sec > p.sec {
+		in.closeSeconds(p, sec)
+	}
+	if slot := p.sec / in.slotSec; slot > p.slot {
+		n := int64(in.opts.Slots)
+		for s := max(p.slot+1, slot-n+1); s <= slot; s++ {
+			p.admitted[s%n].reset()
+			p.denied[s%n].reset()
+		}
+		p.slot = slot
+	}
+	p.near.expire(now)
+}
+
+// closeSeconds feeds the seconds from p.sec to sec (exclusive) to the
+// rates and the spike detectors: the current second's counts, then the
+// empty seconds of an idle gap (at most maxGap of them).
+func (in *Insight) closeSeconds(p *policyState, sec int64) {
+	in.closeSecond(p, p.secDecisions, p.secDeny)
+	gap := min(sec-p.sec-1, in.gap)
+	for i := int64(0); i < gap; i++ {
+		p.sec++
+		in.closeSecond(p, 0, 0)
+	}
+	p.sec, p.secDecisions, p.secDeny = sec, 0, 0
+}
+
+var signals = [2]string{SignalDecisions, SignalDenials}
+
+func (in *Insight) closeSecond(p *policyState, decisions, denials int64) {
+	counts := [2]int64{decisions, denials}
+	for i := range signals {
+		p.recent[i][p.recentPos] = counts[i]
+		if n, ok := in.spike.feed(&p.det[i], float64(counts[i])); ok {
+			at := time.Unix(p.sec+1, 0).UTC() // the second's end: when it was seen
+			p.pending = append(p.pending, EventRecord{Time: at, Event: spikeEvent(p.name, signals[i], n)})
+		}
+	}
+	p.recentPos = (p.recentPos + 1) % len(p.recent[0])
+}

@@ -1,0 +1,150 @@
+package insight
+
+import (
+	"cmp"
+	"slices"
+)
+
+// summary is one sub-interval's weighted Space-Saving summary (Metwally,
+// Agrawal and El Abbadi, 2005): at most k counters, kept in a min-heap on
+// their counts so that the smallest can be replaced in O(log k). A key not
+// yet monitored, arriving when all k counters are taken, replaces the
+// smallest counter and inherits its count as its error: its count then
+// over-estimates its true weight by at most that error, which is at most
+// total/k.
+type summary struct {
+	k     int
+	idx   map[string]int32 // key → its counter's position in heap
+	heap  []counter        // min-heap on count
+	total int64            // the weight of every add since reset: N
+}
+
+// counter is one monitored key: count − err ≤ true weight ≤ count.
+type counter struct {
+	key        string
+	count, err int64
+}
+
+func newSummary(k int) summary {
+	return summary{k: k, idx: make(map[string]int32, k), heap: make([]counter, 0, k)}
+}
+
+// add counts w units (w > 0) for key. It allocates nothing for a key
+// already monitored.
+func (s *summary) add(key string, w int64) {
+	s.total += w
+	if i, ok := s.idx[key]; ok {
+		s.heap[i].count += w
+		s.down(int(i))
+		return
+	}
+	if len(s.heap) < s.k {
+		s.heap = append(s.heap, counter{key: key, count: w})
+		s.idx[key] = int32(len(s.heap) - 1)
+		s.up(len(s.heap) - 1)
+		return
+	}
+	least := s.heap[0]
+	delete(s.idx, least.key)
+	s.heap[0] = counter{key: key, count: least.count + w, err: least.count}
+	s.idx[key] = 0
+	s.down(0)
+}
+
+// floor is the most weight a key that holds no counter can have had: the
+// smallest count once every counter is taken, else 0 (every key seen so
+// far holds one).
+func (s *summary) floor() int64 {
+	if len(s.heap) < s.k {
+		return 0
+	}
+	return s.heap[0].count
+}
+
+// reset empties the summary, keeping its memory.
+func (s *summary) reset() {
+	clear(s.idx)
+	s.heap = s.heap[:0]
+	s.total = 0
+}
+
+func (s *summary) swap(i, j int) {
+	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
+	s.idx[s.heap[i].key] = int32(i)
+	s.idx[s.heap[j].key] = int32(j)
+}
+
+func (s *summary) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if s.heap[p].count <= s.heap[i].count {
+			return
+		}
+		s.swap(i, p)
+		i = p
+	}
+}
+
+func (s *summary) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(s.heap) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(s.heap) && s.heap[r].count < s.heap[l].count {
+			m = r
+		}
+		if s.heap[i].count <= s.heap[m].count {
+			return
+		}
+		s.swap(i, m)
+		i = m
+	}
+}
+
+// merged is the union of several summaries of disjoint parts of a stream.
+type merged struct {
+	entries []TopEntry // every monitored key, largest count first
+	total   int64      // the weight of the whole stream: N
+}
+
+// merge combines summaries of disjoint parts of one stream. A key
+// monitored by a summary takes that summary's count and error; a key it
+// does not monitor takes its floor as both (the key's true weight there
+// lies between 0 and the floor). So for every key, count − error ≤ true ≤
+// count still holds, and error ≤ Σ floor ≤ Σ totalᵢ/k = N/k. A key that
+// no summary monitors weighs at most Σ floor ≤ N/k in all.
+func merge(parts []*summary) merged {
+	type acc struct{ count, err, floors int64 }
+	var m merged
+	var floors int64
+	byKey := make(map[string]*acc)
+	for _, s := range parts {
+		m.total += s.total
+		f := s.floor()
+		floors += f
+		for _, c := range s.heap {
+			a := byKey[c.key]
+			if a == nil {
+				a = new(acc)
+				byKey[c.key] = a
+			}
+			a.count += c.count
+			a.err += c.err
+			a.floors += f
+		}
+	}
+	m.entries = make([]TopEntry, 0, len(byKey))
+	for k, a := range byKey {
+		absent := floors - a.floors // the floors of the summaries that do not monitor k
+		m.entries = append(m.entries, TopEntry{Key: k, Count: a.count + absent, Error: a.err + absent})
+	}
+	slices.SortFunc(m.entries, func(a, b TopEntry) int {
+		if c := cmp.Compare(b.Count, a.Count); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	return m
+}
