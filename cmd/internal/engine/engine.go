@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cmd/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/excerpt"
+	"github.com/floodgate-io/floodgate/observe"
 )
 
 // Bounds on a request, so that no caller can make one decision arbitrarily
@@ -109,6 +110,9 @@ type Request struct {
 	// them; the charge is best effort, after the decision, and a store
 	// that cannot take it leaves the count as the decision left it.
 	CountDenied bool
+	// Client is the caller's address, when the surface knows it: reported
+	// to the engine's Observer, not used to decide.
+	Client string
 	// Costs gives limits costs of their own by name, for every descriptor
 	// that has a limit of that name; a descriptor's own Costs win. Unlike a
 	// descriptor's, a name no limit of the request has is ignored: a route
@@ -156,6 +160,8 @@ type Response struct {
 type Engine struct {
 	policies atomic.Pointer[policy.Set]
 	stores   Stores
+	obs      observe.Observer // nil: no reports
+	surface  string           // the Event.Surface of the reports
 }
 
 // Stores picks the store a rule counts in (by failure mode, strategy).
@@ -307,8 +313,15 @@ func checkCostNames(set *policy.Set, req Request, descs []policy.Descriptor) err
 	return nil
 }
 
-// Decide answers one request.
+// Decide answers one request, and reports it to the engine's Observer.
 func (e *Engine) Decide(ctx context.Context, req Request) (Response, error) {
+	if e.obs == nil {
+		return e.decide(ctx, req)
+	}
+	return e.decideObserved(ctx, req)
+}
+
+func (e *Engine) decide(ctx context.Context, req Request) (Response, error) {
 	if err := validate(req); err != nil {
 		return Response{}, err
 	}

@@ -385,11 +385,10 @@ func (p *plan) response() Response {
 			first = k
 		}
 		d := it.status.Decision
-		blamed := !d.Allowed && d.RetryAfter != 0 // in a denied batch only the limits that denied
 		switch {
-		case blamed && it.shadow:
+		case blamed(d) && it.shadow:
 			ds.ShadowDenied = true
-		case blamed:
+		case blamed(d):
 			ds.Code, resp.Code = OverLimit, OverLimit
 		case !d.Allowed && p.req.Atomic:
 			resp.Code = OverLimit // another descriptor denied: nothing passed

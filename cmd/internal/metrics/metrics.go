@@ -18,7 +18,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -304,36 +303,16 @@ func DomainLabel(set *policy.Set, domain string) string {
 // MetricKey), and then at most MaxDetailed distinct ones, Other past that.
 // A rule without a path (a limit override in the request) is Override.
 func (m *Metrics) LimitLabel(r policy.Rule, d policy.Descriptor) string {
-	if r.Path == "" {
-		return Override
+	label, perValue := r.MetricLabel(d)
+	if !perValue {
+		return label
 	}
-	base := r.Name
-	if base == "" {
-		base = r.Path
-		if r.Count > 1 {
-			base += "#" + itoa(r.Index)
-		}
-	}
-	if !r.PerValueMetric() {
-		return base // MetricKey would be Path: nothing to build per decision
-	}
-	key := r.MetricKey(d)
-	if !r.DetailedMetric && key == r.Path {
-		return base
-	}
-	if r.Name != "" {
-		key += "/" + r.Name
-	} else if r.Count > 1 {
-		key += "#" + itoa(r.Index)
-	}
-	key = Truncate(key)
-	if _, ok := m.detailed.get(key, MaxDetailed, func() any { return struct{}{} }); !ok {
+	label = Truncate(label)
+	if _, ok := m.detailed.get(label, MaxDetailed, func() any { return struct{}{} }); !ok {
 		return Other
 	}
-	return key
+	return label
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
 
 // Truncate bounds a label value taken from a request to MaxLabelBytes of
 // valid UTF-8 (Prometheus refuses any other). A value that fits and is

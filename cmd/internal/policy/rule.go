@@ -249,6 +249,43 @@ func (r Rule) MetricKey(d Descriptor) string {
 	return b.String()
 }
 
+// OverrideLabel is the MetricLabel of a limit given in the request
+// (Envoy's per-descriptor override), which no rule of the policy names.
+const OverrideLabel = "_override"
+
+// MetricLabel names this rule in metrics and reports for the request
+// descriptor d: the rule's name, else its path (with "#index" when its
+// descriptor has several limits); with the request's values when the
+// policy asks for them (detailed_metric, value_to_metric: MetricKey, then
+// "/name" or "#index"). Only those per-value labels depend on the request
+// (perValue is true): whoever exports them must bound how many distinct
+// ones it keeps. A rule without a path (an override) is OverrideLabel.
+func (r Rule) MetricLabel(d Descriptor) (label string, perValue bool) {
+	if r.Path == "" {
+		return OverrideLabel, false
+	}
+	base := r.Name
+	if base == "" {
+		base = r.Path
+		if r.Count > 1 {
+			base += "#" + strconv.Itoa(r.Index)
+		}
+	}
+	if !r.PerValueMetric() {
+		return base, false // MetricKey would be Path: nothing to build per decision
+	}
+	key := r.MetricKey(d)
+	if !r.DetailedMetric && key == r.Path {
+		return base, false
+	}
+	if r.Name != "" {
+		key += "/" + r.Name
+	} else if r.Count > 1 {
+		key += "#" + strconv.Itoa(r.Index)
+	}
+	return key, true
+}
+
 // escapeTo writes s with %, /, = and # percent-encoded.
 func escapeTo(b *strings.Builder, s string) {
 	if !strings.ContainsAny(s, "%/=#") {

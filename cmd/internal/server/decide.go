@@ -65,7 +65,7 @@ func (s *Server) allowExplicit(ctx context.Context, key string, limit floodgate.
 // recordError records a failed decision; the caller's bad input is not a
 // decision and is not recorded.
 func (s *Server) recordError(domain string, err error, took time.Duration) {
-	if isBadInput(err) {
+	if engine.IsBadInput(err) {
 		return
 	}
 	s.metrics.Decision(domain, metrics.None, metrics.Error, max(took, 1))
@@ -91,11 +91,6 @@ func latencyOnce(done *bool, took time.Duration) time.Duration {
 // isShadow reports whether a rule reports without denying.
 func isShadow(r policy.Rule) bool { return r.ShadowMode || r.QuotaMode }
 
-func isBadInput(err error) bool {
-	return errors.Is(err, engine.ErrBadRequest) || errors.Is(err, floodgate.ErrInvalidLimit) ||
-		errors.Is(err, floodgate.ErrInvalidCost) || errors.Is(err, floodgate.ErrInvalidKey)
-}
-
 // failure is how a surface reports an error from a decision.
 type failure struct {
 	status int
@@ -108,7 +103,7 @@ type failure struct {
 // classify maps an error of the engine or a store to what the surfaces answer.
 func classify(err error) failure {
 	switch {
-	case isBadInput(err):
+	case engine.IsBadInput(err):
 		return failure{http.StatusBadRequest, codes.InvalidArgument, excerpt.Message(err.Error()), false}
 	case errors.Is(err, engine.ErrUnsupported):
 		return failure{http.StatusNotImplemented, codes.Unimplemented, excerpt.Message(err.Error()), false}
