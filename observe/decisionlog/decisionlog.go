@@ -118,7 +118,8 @@ type Logger struct {
 
 	raw    bool
 	hashes *hasher
-	clock  floodgate.Clock
+	clock  floodgate.Clock // nil: the system clock, read as mono
+	mono   mono
 	budget budget
 }
 
@@ -137,13 +138,14 @@ func New(cfg Config) (*Logger, error) {
 		raw:      cfg.RawKeys,
 		hashes:   newHasher(cfg.Secret),
 		clock:    cfg.Clock,
+		mono:     newMono(),
 	}
 	l.levels = [outcomes]slog.Leveler{
 		cfg.Levels.Error, cfg.Levels.Allowed, cfg.Levels.Denied,
 		cfg.Levels.ShadowDenied, cfg.Levels.Shed, cfg.Levels.Error,
 	}
 	l.sampleAll, l.threshold = sampling(cfg.SampleAllowed)
-	if err := l.budget.init(cfg.Clock, cfg.Rate, cfg.Burst, cfg.SummaryInterval); err != nil {
+	if err := l.budget.init(cfg.Clock, l.micros(), cfg.Rate, cfg.Burst, cfg.SummaryInterval); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -179,9 +181,6 @@ func (c *Config) defaults() {
 	if c.SummaryInterval == 0 {
 		c.SummaryInterval = DefaultSummaryInterval
 	}
-	if c.Clock == nil {
-		c.Clock = systemClock{}
-	}
 	if c.Rand == nil {
 		c.Rand = rand.Uint64
 	}
@@ -210,9 +209,36 @@ func sampling(f float64) (all bool, threshold uint64) {
 	return false, uint64(t)
 }
 
-type systemClock struct{}
+// mono reads the system clock's time as microseconds since the Unix
+// epoch from the monotonic clock, which costs half what time.Now does (it
+// reads the wall clock too) and is all that pacing the log needs; it is
+// also how a floodgate.Memory without a clock reads time, so the budget's
+// store and the Logger agree.
+type mono struct {
+	base   time.Time
+	baseUS int64
+}
 
-func (systemClock) Now() time.Time { return time.Now() }
+func newMono() mono {
+	now := time.Now()
+	return mono{base: now, baseUS: now.UnixMicro()}
+}
+
+// micros is the time in µs since the Unix epoch that paces the log.
+func (l *Logger) micros() int64 {
+	if l.clock != nil {
+		return l.clock.Now().UnixMicro()
+	}
+	return l.mono.baseUS + int64(time.Since(l.mono.base)/time.Microsecond)
+}
+
+// wallTime is a record's time: Config.Clock's, or the wall clock's.
+func (l *Logger) wallTime() time.Time {
+	if l.clock != nil {
+		return l.clock.Now()
+	}
+	return time.Now()
+}
 
 // Observe logs e if its result calls for a record, the allowed ones when
 // sampled, and the log's rate limit lets it through; it counts it as
@@ -229,13 +255,13 @@ func (l *Logger) Observe(ctx context.Context, e observe.Event) {
 	if !l.h.Enabled(ctx, level) {
 		return
 	}
-	now := l.clock.Now()
-	l.summarizeDue(ctx, now)
-	if !l.budget.take(now) {
-		l.budget.suppressed[i].Add(1)
+	us := l.micros()
+	l.summarizeDue(ctx, us)
+	if !l.budget.take(us) {
+		l.budget.suppress(i)
 		return
 	}
-	_ = l.h.Handle(ctx, l.record(now, level, &e)) // as slog.Logger does: nowhere to report it
+	_ = l.h.Handle(ctx, l.record(l.wallTime(), level, &e)) // as slog.Logger does: nowhere to report it
 }
 
 func (l *Logger) sampled() bool {
@@ -246,25 +272,24 @@ func (l *Logger) sampled() bool {
 // if any were, without waiting for the interval: before a process exits.
 // It returns the handler's error.
 func (l *Logger) Flush(ctx context.Context) error {
-	now := l.clock.Now()
-	if c, ok := l.budget.summary(now, true); ok {
-		return l.writeSummary(ctx, now, c)
+	if c, ok := l.budget.summary(l.micros(), true); ok {
+		return l.writeSummary(ctx, c)
 	}
 	return nil
 }
 
-// summarizeDue writes the summary when one is due.
-func (l *Logger) summarizeDue(ctx context.Context, now time.Time) {
-	if c, ok := l.budget.summary(now, false); ok {
-		_ = l.writeSummary(ctx, now, c)
+// summarizeDue writes the summary when one is due at us.
+func (l *Logger) summarizeDue(ctx context.Context, us int64) {
+	if c, ok := l.budget.summary(us, false); ok {
+		_ = l.writeSummary(ctx, c)
 	}
 }
 
-func (l *Logger) writeSummary(ctx context.Context, now time.Time, c suppressedCounts) error {
+func (l *Logger) writeSummary(ctx context.Context, c suppressedCounts) error {
 	if !l.h.Enabled(ctx, l.summary.Level()) {
 		return nil
 	}
-	return l.h.Handle(ctx, l.summaryRecord(now, c))
+	return l.h.Handle(ctx, l.summaryRecord(l.wallTime(), c))
 }
 
 // KeyHash is the key_hash this Logger writes for key: for finding a key's
