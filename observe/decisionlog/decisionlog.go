@@ -19,9 +19,6 @@ const (
 	// (a few a second) is kept in full, while a flood of denials costs at
 	// most about 40 KB/s of log (records are ~400 bytes).
 	DefaultRate = 100
-	// DefaultBurst lets two seconds' worth of records through at once, so
-	// that the start of an incident is logged record by record.
-	DefaultBurst = 200
 	// DefaultSummaryInterval is how often, at most, a summary of the
 	// suppressed records is written: six lines a minute under a flood.
 	DefaultSummaryInterval = 10 * time.Second
@@ -59,9 +56,10 @@ type Config struct {
 	RawKeys bool
 
 	// Rate is how many records per second the log writes at most, over
-	// time; Burst how many at once. Records beyond them are suppressed and
-	// counted in a summary record. Defaults DefaultRate and DefaultBurst;
-	// negative values are refused.
+	// time (DefaultRate when 0); Burst how many at once (when 0, twice
+	// Rate: two seconds' worth, so that the start of an incident is logged
+	// record by record). Records beyond them are suppressed and counted in
+	// a summary record. Negative values are refused.
 	Rate, Burst int64
 
 	// SummaryInterval is the shortest time between two summaries of
@@ -176,7 +174,7 @@ func (c *Config) defaults() {
 		c.Rate = DefaultRate
 	}
 	if c.Burst == 0 {
-		c.Burst = DefaultBurst
+		c.Burst = max(2*c.Rate, c.Rate) // Rate itself if doubling overflows: then Validate names Rate
 	}
 	if c.SummaryInterval == 0 {
 		c.SummaryInterval = DefaultSummaryInterval

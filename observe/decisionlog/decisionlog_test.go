@@ -484,3 +484,24 @@ func TestNoAllocationUnlessWritten(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaultBudget(t *testing.T) {
+	cases := []struct {
+		rate, burst int64
+		atOnce      int
+	}{
+		{0, 0, 2 * decisionlog.DefaultRate}, // 100/s, burst 200
+		{5, 0, 10},                          // burst: twice the rate
+		{5, 3, 3},
+	}
+	for _, tc := range cases {
+		counter := &countHandler{}
+		l, _, _ := newLog(t, decisionlog.Config{Logger: slog.New(counter), Rate: tc.rate, Burst: tc.burst})
+		for range 1000 {
+			l.Observe(context.Background(), event(observe.Denied))
+		}
+		if counter.n != tc.atOnce {
+			t.Errorf("Rate %d Burst %d: %d records at one instant, want %d", tc.rate, tc.burst, counter.n, tc.atOnce)
+		}
+	}
+}

@@ -63,8 +63,8 @@
 //
 // A flood of denials must not become a flood of log lines, so the log has
 // a token bucket of its own (Config.Rate records per second, Config.Burst
-// at once; 100/s and 200 by default), counted by a floodgate.Memory with
-// Config.Clock. Records beyond it are dropped and counted by result, and
+// at once; 100/s and twice the rate by default), counted by a
+// floodgate.Memory on Config.Clock. Records beyond it are dropped and counted by result, and
 // the first record considered once Config.SummaryInterval (10s by default)
 // has passed since the last summary writes, before anything else, one
 // summary of them (Flush writes it at once):
@@ -82,8 +82,11 @@
 // (allowed and not sampled, or dropped by the rate limit) allocates nothing
 // and takes no lock: sampling draws from math/rand/v2's per-thread
 // generator rather than counting "1 in N" on a shared counter, which every
-// core would write, and a dropped record reads one atomic (the time the
-// bucket reopens) and adds one to its result's counter. A written record
+// core would write (and which would alias with periodic traffic), and a
+// dropped record reads the monotonic clock and one atomic (when the
+// bucket reopens; only records that may be written take the bucket's
+// lock) and adds one to a counter picked at random among 16, so that
+// cores do not write the same cache line. A written record
 // costs what the slog handler costs, and the handler writes synchronously:
 // a slow writer (a file on a busy disk, a pipe nobody reads) slows the
 // requests that are logged. Give the handler a buffered writer (a
