@@ -59,7 +59,9 @@ type Config struct {
 	// time (DefaultRate when 0); Burst how many at once (when 0, twice
 	// Rate: two seconds' worth, so that the start of an incident is logged
 	// record by record). Records beyond them are suppressed and counted in
-	// a summary record. Negative values are refused.
+	// a summary record. Sampled allowed decisions spend the same budget: keep
+	// SampleAllowed times the allowed rate well below Rate. Negative values
+	// are refused.
 	Rate, Burst int64
 
 	// SummaryInterval is the shortest time between two summaries of
