@@ -14,40 +14,44 @@ import (
 // total/k.
 type summary struct {
 	k     int
-	idx   map[string]int32 // key → its counter's position in heap
-	heap  []counter        // min-heap on count
-	total int64            // the weight of every add since reset: N
+	idx   map[string]*counter // key → its counter
+	heap  []*counter          // min-heap on count
+	nodes []counter           // the k counters, allocated once
+	total int64               // the weight of every add since reset: N
 }
 
 // counter is one monitored key: count − err ≤ true weight ≤ count.
 type counter struct {
 	key        string
 	count, err int64
+	pos        int // in heap
 }
 
 func newSummary(k int) summary {
-	return summary{k: k, idx: make(map[string]int32, k), heap: make([]counter, 0, k)}
+	return summary{k: k, idx: make(map[string]*counter, k), heap: make([]*counter, 0, k), nodes: make([]counter, k)}
 }
 
 // add counts w units (w > 0) for key. It allocates nothing for a key
 // already monitored.
 func (s *summary) add(key string, w int64) {
 	s.total += w
-	if i, ok := s.idx[key]; ok {
-		s.heap[i].count += w
-		s.down(int(i))
+	if c := s.idx[key]; c != nil {
+		c.count += w
+		s.down(c.pos)
 		return
 	}
-	if len(s.heap) < s.k {
-		s.heap = append(s.heap, counter{key: key, count: w})
-		s.idx[key] = int32(len(s.heap) - 1)
-		s.up(len(s.heap) - 1)
+	if n := len(s.heap); n < s.k {
+		c := &s.nodes[n]
+		*c = counter{key: key, count: w, pos: n}
+		s.heap = append(s.heap, c)
+		s.idx[key] = c
+		s.up(n)
 		return
 	}
-	least := s.heap[0]
-	delete(s.idx, least.key)
-	s.heap[0] = counter{key: key, count: least.count + w, err: least.count}
-	s.idx[key] = 0
+	c := s.heap[0] // the least: key takes its place and its count as error
+	delete(s.idx, c.key)
+	c.key, c.err, c.count = key, c.count, c.count+w
+	s.idx[key] = c
 	s.down(0)
 }
 
@@ -70,8 +74,7 @@ func (s *summary) reset() {
 
 func (s *summary) swap(i, j int) {
 	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
-	s.idx[s.heap[i].key] = int32(i)
-	s.idx[s.heap[j].key] = int32(j)
+	s.heap[i].pos, s.heap[j].pos = i, j
 }
 
 func (s *summary) up(i int) {
