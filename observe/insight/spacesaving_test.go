@@ -135,9 +135,11 @@ func TestSpaceSavingOnZipfTraffic(t *testing.T) {
 				s.add(i*tc.slots/events, key, 1+r.Int64N(tc.maxCost))
 			}
 			m := s.check(t)
-			if rc := s.recall(m, 10); rc < 0.9 {
+			rc := s.recall(m, 10)
+			if rc < 0.9 {
 				t.Errorf("top-10 recall %.2f, want ≥ 0.9", rc)
 			}
+			t.Logf("%d units over %d keys: top-10 recall %.2f, N/K = %d", s.total, len(s.exact), rc, s.total/int64(tc.k))
 		})
 	}
 }
