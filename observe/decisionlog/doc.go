@@ -47,7 +47,7 @@
 //	                        or degraded
 //
 // The Logger's own attributes (slog.Logger.With) come before these; time
-// is read from Config.Clock.
+// is Config.Clock's when one is set, else the wall clock's.
 //
 // # Keys
 //
@@ -89,7 +89,7 @@
 // cores do not write the same cache line. A written record
 // costs what the slog handler costs, and the handler writes synchronously:
 // a slow writer (a file on a busy disk, a pipe nobody reads) slows the
-// requests that are logged. Give the handler a buffered writer (a
-// bufio.Writer flushed on a timer, or a log shipper reading a pipe), and
-// keep Rate at what the writer sustains.
+// requests that are logged. Give the handler a writer that buffers (a log
+// shipper reading a pipe or socket, or a bufio.Writer behind a mutex that
+// a timer flushes), and keep Rate at what the writer sustains.
 package decisionlog
