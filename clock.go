@@ -35,20 +35,3 @@ func (c *ManualClock) Set(t time.Time) {
 	c.now = t
 	c.mu.Unlock()
 }
-
-// monotonicMicros reads the wall clock once and then follows the monotonic
-// clock, so that a step of the system's wall clock (NTP, an operator) can
-// neither refill nor drain a bucket.
-type monotonicMicros struct {
-	base   time.Time
-	baseUS int64
-}
-
-func newMonotonicMicros() monotonicMicros {
-	now := time.Now()
-	return monotonicMicros{base: now, baseUS: now.UnixMicro()}
-}
-
-func (m monotonicMicros) now() int64 {
-	return m.baseUS + int64(time.Since(m.base)/time.Microsecond)
-}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate/internal/algo"
+	"github.com/floodgate-io/floodgate/internal/monotime"
 )
 
 // Memory is the in-process store: a Limiter that keeps every key's state in
@@ -30,7 +31,7 @@ type Memory struct {
 	mask   uint64
 	seed   maphash.Seed
 	clock  Clock // nil: the monotonic system clock
-	mono   monotonicMicros
+	mono   monotime.Micros
 	limits limitCache
 }
 
@@ -77,7 +78,7 @@ func NewMemory(opts ...MemoryOption) *Memory {
 		mask:   uint64(n - 1),
 		seed:   maphash.MakeSeed(),
 		clock:  cfg.clock,
-		mono:   newMonotonicMicros(),
+		mono:   monotime.New(),
 	}
 	for i := range m.shards {
 		m.shards[i].capacity = int32(shareOf(cfg.maxKeys, n, i))
@@ -213,7 +214,7 @@ func (m *Memory) now() int64 {
 	if m.clock != nil {
 		return m.clock.Now().UnixMicro()
 	}
-	return m.mono.now()
+	return m.mono.Now()
 }
 
 // hash is computed once per decision: it picks the shard and is the key of

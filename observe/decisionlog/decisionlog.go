@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/monotime"
 	"github.com/floodgate-io/floodgate/observe"
 )
 
@@ -119,7 +120,7 @@ type Logger struct {
 	raw    bool
 	hashes *hasher
 	clock  floodgate.Clock // nil: the system clock, read as mono
-	mono   mono
+	mono   monotime.Micros // as a floodgate.Memory without a clock reads time
 	budget budget
 }
 
@@ -138,7 +139,7 @@ func New(cfg Config) (*Logger, error) {
 		raw:      cfg.RawKeys,
 		hashes:   newHasher(cfg.Secret),
 		clock:    cfg.Clock,
-		mono:     newMono(),
+		mono:     monotime.New(),
 	}
 	l.levels = [outcomes]slog.Leveler{
 		cfg.Levels.Error, cfg.Levels.Allowed, cfg.Levels.Denied,
@@ -209,27 +210,12 @@ func sampling(f float64) (all bool, threshold uint64) {
 	return false, uint64(t)
 }
 
-// mono reads the system clock's time as microseconds since the Unix
-// epoch from the monotonic clock, which costs half what time.Now does (it
-// reads the wall clock too) and is all that pacing the log needs; it is
-// also how a floodgate.Memory without a clock reads time, so the budget's
-// store and the Logger agree.
-type mono struct {
-	base   time.Time
-	baseUS int64
-}
-
-func newMono() mono {
-	now := time.Now()
-	return mono{base: now, baseUS: now.UnixMicro()}
-}
-
 // micros is the time in µs since the Unix epoch that paces the log.
 func (l *Logger) micros() int64 {
 	if l.clock != nil {
 		return l.clock.Now().UnixMicro()
 	}
-	return l.mono.baseUS + int64(time.Since(l.mono.base)/time.Microsecond)
+	return l.mono.Now()
 }
 
 // wallTime is a record's time: Config.Clock's, or the wall clock's.
