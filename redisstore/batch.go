@@ -111,7 +111,7 @@ func (l *Limiter) orderedBatch(ctx context.Context, gone func() bool, reqs []flo
 // first, on an ioContext of its own: a batch whose caller gave up, or whose
 // take ran out of time, still gives back what it took.
 func (l *Limiter) refundAll(reqs []floodgate.Request, cs []*compiled, taken []int64, cause error) error {
-	ctx, cancel := l.ioContext(nil)
+	ctx, cancel := l.ioContext()
 	defer cancel()
 	for i := len(taken) - 1; i >= 0; i-- {
 		if reqs[i].Cost == 0 {

@@ -329,7 +329,7 @@ func (l *Limiter) do(ctx context.Context, key string, call func(context.Context,
 
 // runCall runs a call (see do) and answers its caller.
 func (l *Limiter) runCall(p *pending) {
-	ctx, cancel := l.ioContext(p.ctx)
+	ctx, cancel := l.ioContextFor(p.ctx)
 	p.err = p.call(ctx, p)
 	cancel()
 	l.answer(p)
@@ -360,7 +360,7 @@ func (b *batcher) done() []*pending {
 // only as long as its callers.
 func (b *batcher) send(batch []*pending) {
 	l := b.l
-	ctx, cancel := l.ioContext(batch[0].ctx)
+	ctx, cancel := l.ioContextFor(batch[0].ctx)
 	defer cancel()
 	if len(batch) == 1 {
 		p := batch[0]
@@ -392,16 +392,19 @@ func (b *batcher) send(batch []*pending) {
 // would turn every answer late by a millisecond into a reconnection, and,
 // on a busy machine, reconnections that miss it too into an outage; a
 // dial started for a call would be cut short the same way.
-//
-// caller, when not nil, is the context of the call's first caller (see
-// callerContext): the call keeps its values, so that an instrumented
-// client (Config.WrapClient) puts the command's span inside the caller's.
-func (l *Limiter) ioContext(caller context.Context) (context.Context, context.CancelFunc) {
-	parent := context.Background()
-	if caller != nil {
-		parent = context.WithoutCancel(caller)
+func (l *Limiter) ioContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(context.Background(), l.cfg.Timeout+l.cfg.DialTimeout, l.timedOut)
+}
+
+// ioContextFor is ioContext for a call whose first caller's context is
+// caller (see callerContext; nil for none): the call keeps its values,
+// not its cancellation, so that an instrumented client
+// (Config.WrapClient) puts the command's span inside the caller's.
+func (l *Limiter) ioContextFor(caller context.Context) (context.Context, context.CancelFunc) {
+	if caller == nil {
+		return l.ioContext()
 	}
-	return context.WithTimeoutCause(parent, l.cfg.Timeout+l.cfg.DialTimeout, l.timedOut)
+	return context.WithTimeoutCause(context.WithoutCancel(caller), l.cfg.Timeout+l.cfg.DialTimeout, l.timedOut)
 }
 
 // callerContext is the context a pending keeps for its call: the caller's
