@@ -146,7 +146,7 @@ type Observer struct {
 // policySeries are the series of one policy label.
 type policySeries struct {
 	label     string
-	latency   prometheus.Observer
+	latency   lazy[prometheus.Observer]
 	storeTime lazy[prometheus.Observer]
 	degraded  [numResults]lazy[prometheus.Counter]
 	limits    *labelSet[string, *limitSeries]
@@ -301,7 +301,7 @@ func (o *Observer) Begin(ctx context.Context, _, _ string) context.Context { ret
 func (o *Observer) End(_ context.Context, s observe.Summary) {
 	p := o.policy(s.Policy)
 	if s.Latency > 0 {
-		p.latency.Observe(s.Latency.Seconds())
+		p.latency.get(func() prometheus.Observer { return o.latency.WithLabelValues(p.label) }).Observe(s.Latency.Seconds())
 	}
 	if s.StoreTime > 0 {
 		p.storeTime.get(func() prometheus.Observer { return o.storeTime.WithLabelValues(p.label) }).Observe(s.StoreTime.Seconds())
@@ -342,11 +342,7 @@ func labelKey(name string) string {
 }
 
 func (o *Observer) newPolicy(label string) *policySeries {
-	return &policySeries{
-		label:   label,
-		latency: o.latency.WithLabelValues(label),
-		limits:  newLabelSet[string, *limitSeries](&o.nLimits, o.opts.MaxLimits),
-	}
+	return &policySeries{label: label, limits: newLabelSet[string, *limitSeries](&o.nLimits, o.opts.MaxLimits)}
 }
 
 // limit returns the series of a limit name under p, p's Other limit's
