@@ -1,12 +1,14 @@
 package metrics_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"pgregory.net/rapid"
 
+	"github.com/floodgate-io/floodgate/observe"
 	"github.com/floodgate-io/floodgate/telemetry/metrics"
 )
 
@@ -50,4 +52,25 @@ func TestTruncateKeepsValuesApart(t *testing.T) {
 			t.Fatalf("%q and %q share the label %q", a, b, metrics.Truncate(a))
 		}
 	})
+}
+
+// The attack of issue 12: 300 limit names of 1 MB (values from requests)
+// once made a 300 MB scrape. Each label is now at most MaxLabelBytes, so
+// the scrape stays within a few hundred bytes per series, and distinct
+// values stay distinct series.
+func TestLongLimitNamesKeepTheScrapeSmall(t *testing.T) {
+	o, _ := newObserver(t, metrics.Options{})
+	value := []byte(strings.Repeat("v", 1<<20))
+	for i := range 300 {
+		copy(value, fmt.Sprintf("%04d", i)) // distinct values
+		o.Observe(ctx, event("api", string(value), observe.Allowed, 9))
+	}
+	body := scrape(t, o)
+	if n := series(body, "floodgate_decisions_total"); n != 300 {
+		t.Fatalf("%d decision series, want 300: distinct values must stay distinct", n)
+	}
+	const perSeries = 300 // bytes: the labels and the count
+	if max := 300*perSeries + 16<<10; len(body) > max {
+		t.Fatalf("a scrape of %d bytes, want at most %d", len(body), max)
+	}
 }
