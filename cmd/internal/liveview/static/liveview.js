@@ -80,7 +80,7 @@ async function loop() {
 
 class FetchError extends Error {
   constructor(path, status, detail) {
-    super(`GET ${path}: ${detail}`);
+    super(status ? `GET ${path} answered ${status}: ${detail}` : `GET ${path}: ${detail}`);
     this.path = path;
     this.status = status; // 0: no answer
     this.detail = detail;
@@ -89,7 +89,7 @@ class FetchError extends Error {
   explain() {
     if (this.status === 401) return "The admin token is missing or wrong (401 Unauthorized): enter it above.";
     if (this.status === 0) return `The server is unreachable (GET ${this.path}: ${this.detail}); showing the last data received.`;
-    return `GET ${this.path} answered ${this.status}: ${this.detail}`;
+    return this.message;
   }
 }
 
