@@ -319,9 +319,11 @@ func useToken(t *testing.T, ctx context.Context, token string) {
 	}
 }
 
-// screenshot writes the README's picture of the page.
+// screenshot writes the README's picture of the page, once its
+// sparklines hold 20 s of the load's waves.
 func screenshot(t *testing.T, ctx context.Context) {
 	t.Helper()
+	waitFor(t, ctx, "20 s of sparkline", `document.querySelector("#policies polyline").getAttribute("points").split(" ").length >= 80`)
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)

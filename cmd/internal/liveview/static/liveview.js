@@ -229,7 +229,8 @@ function drawNear(data) {
   const now = Date.now();
   const rows = data.entries.map((e) => {
     const meter = document.createElement("meter");
-    meter.min = 0; meter.max = 1; meter.value = e.used;
+    // Above the ratio is the bad end of the meter, so browsers draw it red.
+    Object.assign(meter, { min: 0, max: 1, optimum: 0, low: data.ratio / 2, high: data.ratio, value: e.used });
     const used = document.createElement("span");
     used.append(meter, ` ${Math.round(e.used * 100)}%`);
     const reset = Date.parse(e.reset_at);
