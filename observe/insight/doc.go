@@ -137,4 +137,11 @@
 // without a lock. It allocates nothing for a key already tracked (a key
 // new to a summary replaces a counter in place; a key new to the
 // near-limit list allocates its entry). It reads the clock once.
+//
+// Memory grows with the keys seen, up to 2·Slots·K counters per policy
+// (1536 at the defaults: about 180 KB once every one is taken, plus the
+// keys' own bytes), so the worst case is MaxPolicies times that (about
+// 180 MB at the default 1000 policies: set MaxPolicies near the number of
+// policies configured); the near-limit list adds about 150 bytes and a
+// key per entry, up to MaxNearLimit.
 package insight

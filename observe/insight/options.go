@@ -30,7 +30,9 @@ type Options struct {
 	// most K keys. Default 128, at most 65536.
 	Counters int
 	// MaxPolicies bounds the policies tracked one by one; events of any
-	// further policy are counted under OtherPolicy. Default 1000.
+	// further policy are counted under OtherPolicy. Each policy holds up to
+	// 2·Slots·Counters counters (about 180 KB at the defaults). Default
+	// 1000.
 	MaxPolicies int
 
 	// NearLimitRatio is the share of its limit at or above which a key's

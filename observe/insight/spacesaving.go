@@ -16,7 +16,7 @@ type summary struct {
 	k     int
 	idx   map[string]*counter // key → its counter
 	heap  []*counter          // min-heap on count
-	nodes []counter           // the k counters, allocated once
+	nodes []*counter          // every counter allocated, reused after reset
 	total int64               // the weight of every add since reset: N
 }
 
@@ -27,8 +27,10 @@ type counter struct {
 	pos        int // in heap
 }
 
+// newSummary returns an empty summary of k counters. Its memory grows with
+// the keys it sees, up to k counters, and is kept when it is reset.
 func newSummary(k int) summary {
-	return summary{k: k, idx: make(map[string]*counter, k), heap: make([]*counter, 0, k), nodes: make([]counter, k)}
+	return summary{k: k, idx: map[string]*counter{}}
 }
 
 // add counts w units (w > 0) for key. It allocates nothing for a key
@@ -41,7 +43,10 @@ func (s *summary) add(key string, w int64) {
 		return
 	}
 	if n := len(s.heap); n < s.k {
-		c := &s.nodes[n]
+		if n == len(s.nodes) {
+			s.nodes = append(s.nodes, new(counter))
+		}
+		c := s.nodes[n]
 		*c = counter{key: key, count: w, pos: n}
 		s.heap = append(s.heap, c)
 		s.idx[key] = c
@@ -68,7 +73,11 @@ func (s *summary) floor() int64 {
 // reset empties the summary, keeping its memory.
 func (s *summary) reset() {
 	clear(s.idx)
+	clear(s.heap)
 	s.heap = s.heap[:0]
+	for _, c := range s.nodes {
+		c.key = "" // let the keys go
+	}
 	s.total = 0
 }
 

@@ -161,12 +161,22 @@ func TestSpaceSavingBoundsHoldForAnyStream(t *testing.T) {
 }
 
 func TestSummaryResetKeepsItsMemory(t *testing.T) {
+	keys := []string{"a", "b", "c", "d"}
 	s := newSummary(4)
 	for i := range 10 {
 		s.add(fmt.Sprint(i), int64(i))
 	}
 	s.reset()
-	if s.total != 0 || len(s.heap) != 0 || len(s.idx) != 0 || cap(s.heap) != 4 {
-		t.Fatalf("after reset: total %d, %d counters, %d indexed, capacity %d", s.total, len(s.heap), len(s.idx), cap(s.heap))
+	if s.total != 0 || len(s.heap) != 0 || len(s.idx) != 0 || len(s.nodes) != 4 {
+		t.Fatalf("after reset: total %d, %d counters, %d indexed, %d kept", s.total, len(s.heap), len(s.idx), len(s.nodes))
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		s.reset()
+		for i := range 4 {
+			s.add(keys[i], 1)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("refilling a reset summary allocates %v times", allocs)
 	}
 }
