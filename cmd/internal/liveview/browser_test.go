@@ -56,7 +56,7 @@ func TestLiveViewInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	var statusFails atomic.Bool
-	base := startServer(t, in, &statusFails)
+	base, stopServer := startServer(t, in, &statusFails)
 	startLoad(t, base)
 	ctx := openBrowser(t, browser)
 	console := watchConsole(ctx)
@@ -113,6 +113,21 @@ func TestLiveViewInABrowser(t *testing.T) {
 	if os.Getenv(screenshotEnv) == "1" {
 		screenshot(t, ctx)
 	}
+
+	// A bad ?refresh= is said, not silently replaced; the token is still
+	// in the tab's sessionStorage after the reload.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/admin/ui/?refresh=abc")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the banner to say ?refresh=abc is wrong, with the data still shown",
+		`v.banner.includes("?refresh=abc is not a number of seconds") && v.bannerStatus === "" && row("api").length`)
+
+	// A server that goes away is said, and the last data stays.
+	stopServer()
+	gone := waitFor(t, ctx, "the unreachable banner", `v.bannerStatus === "0" && row("api").length`)
+	if !strings.Contains(gone.Banner, "server is unreachable") {
+		t.Errorf("banner %q does not say the server is unreachable", gone.Banner)
+	}
 	for _, m := range console.stop() {
 		if m.IsException() || m.Source == "security" || (m.Type == chromedp.ConsoleError && m.Source != "network") {
 			t.Errorf("console: %s (%s:%d)", m, m.URL, m.Line)
@@ -141,8 +156,9 @@ func findBrowser(t *testing.T) string {
 // startServer serves, on 127.0.0.1, two limited endpoints reporting to in
 // (/api, policy "api", and /login, policy "login") and the admin surface
 // as floodgate serve mounts it: the page to anyone, the JSON behind the
-// bearer token. /admin/status answers 503 while fail is set.
-func startServer(t *testing.T, in *insight.Insight, fail *atomic.Bool) string {
+// bearer token. /admin/status answers 503 while fail is set. stop closes
+// the server (it is closed when the test ends anyway).
+func startServer(t *testing.T, in *insight.Insight, fail *atomic.Bool) (base string, stop func()) {
 	t.Helper()
 	mem := floodgate.NewMemory()
 	limited := func(name string, rule httplimit.Rule) http.Handler {
@@ -179,8 +195,9 @@ func startServer(t *testing.T, in *insight.Insight, fail *atomic.Bool) string {
 	}
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String()
+	stop = func() { srv.Close() }
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
 }
 
 // bearer lets through the requests that carry the admin token.
