@@ -45,9 +45,10 @@ type query struct {
 }
 
 // parseQuery reads raw, allowing only the parameters named in allowed,
-// each at most once; n defaults to defN and must lie in 1..maxN.
+// each at most once; n must lie in 1..maxN and defaults to defN, or to
+// maxN when that is smaller.
 func parseQuery(raw string, allowed []string, defN, maxN int) (query, error) {
-	q := query{n: defN}
+	q := query{n: min(defN, maxN)}
 	vals, err := url.ParseQuery(raw)
 	if err != nil {
 		return q, fmt.Errorf("%w: the query string does not parse: %v", ErrInvalidQuery, err)

@@ -115,3 +115,18 @@ func TestHandlerNamesTheBadParameter(t *testing.T) {
 		t.Errorf("POST /admin/top: %d, want 405", resp.StatusCode)
 	}
 }
+
+func TestHandlerDefaultsFitSmallBounds(t *testing.T) {
+	f := newFixture(t, insight.Options{Counters: 2, MaxNearLimit: 1, MaxEvents: 1})
+	for _, key := range []string{"a", "b", "c"} {
+		f.observe(observe.Event{Policy: "api", Key: key, Outcome: observe.Denied, Cost: 1,
+			Decision: floodgate.Decision{Limit: 1, ResetAfter: time.Second}})
+	}
+	srv := httptest.NewServer(f.in.Handler())
+	defer srv.Close()
+	for _, path := range []string{"/admin/top", "/admin/near-limit", "/admin/events"} {
+		if status, _, body := get(t, srv.URL+path); status != http.StatusOK {
+			t.Errorf("GET %s with no n under small bounds: %d %s, want 200", path, status, body)
+		}
+	}
+}

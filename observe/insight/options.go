@@ -70,7 +70,8 @@ type Options struct {
 	MaxEvents int
 	// OnEvent, when set, is called with every event recorded (spikes and
 	// Record's), synchronously, after it is in the ring and outside any of
-	// Insight's locks: a place to log and count them.
+	// Insight's locks: a place to log and count them. It must not keep
+	// or modify the record's Fields, which the ring shares.
 	OnEvent func(EventRecord)
 
 	// HashKeys shows every key as the first 16 hex digits of its SHA-256
