@@ -134,9 +134,11 @@
 // # Cost
 //
 // Observe takes its policy's lock and no other; the policy table is read
-// without a lock. It allocates nothing for a key already tracked (a key
-// new to a summary replaces a counter in place; a key new to the
-// near-limit list allocates its entry). It reads the clock once.
+// without a lock. It allocates nothing for a key already tracked, nor for
+// a new key once its summary is full (it takes the least counter's place);
+// until then, and for a key new to the near-limit list, it allocates the
+// counter or entry (a counter is kept for reuse when its sub-interval is
+// recycled). It reads the clock once.
 //
 // Memory grows with the keys seen, up to 2·Slots·K counters per policy
 // (1536 at the defaults: about 180 KB once every one is taken, plus the
