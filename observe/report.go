@@ -45,7 +45,7 @@ func Report(ctx context.Context, o Observer, d Decided, name func(i int) string)
 			}
 		}
 	}
-	sum := Summary{Outcome: Allowed, Degraded: e.Degraded, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime}
+	sum := Summary{Outcome: Allowed, Policy: d.Policy, Degraded: e.Degraded, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime}
 	if d.Err != nil {
 		sum.Outcome = Error
 	}
@@ -107,4 +107,14 @@ func (r *Reporting) Report(ds []floodgate.Decision, err error, name func(i int) 
 	}
 	r.d.Decisions, r.d.Err = ds, err
 	Report(&r.ctx, r.o, r.d, name)
+}
+
+// Malformed ends the report of a request that was refused before any limit
+// was decided because it was malformed (the caller's fault, not a
+// decision): no Event, only End with an Error summary.
+func (r *Reporting) Malformed(err error) {
+	if r == nil {
+		return
+	}
+	End(&r.ctx, r.o, Summary{Outcome: Error, Err: err, Policy: r.d.Policy, Latency: r.d.Latency})
 }

@@ -73,7 +73,7 @@ var errRedisURL = errors.New("want host:port, redis://[user:password@]host:port[
 // URLs and the flags give.
 func redisConfig(cfg Config) (redisstore.Config, error) {
 	rc := redisstore.Config{KeyPrefix: cfg.RedisPrefix, Timeout: cfg.StoreTimeout,
-		Username: cfg.RedisAuth.Username, Password: cfg.RedisAuth.Password}
+		Username: cfg.RedisAuth.Username, Password: cfg.RedisAuth.Password, WrapClient: cfg.WrapRedis}
 	useTLS := cfg.RedisAuth.TLS.Enabled
 	var fromURL *redisURL
 	addrs, master, err := redisAddrs(cfg)

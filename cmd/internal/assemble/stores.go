@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
-	"github.com/floodgate-io/floodgate/cmd/internal/metrics"
 	"github.com/floodgate-io/floodgate/cmd/internal/policy"
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/redisstore"
+	"github.com/redis/rueidis"
 )
 
 // Config says where the service counts and how the fleet shares limits.
@@ -48,6 +48,9 @@ type Config struct {
 	MaxKeys int
 	// Fleet says how this node shares its limits with the others.
 	Fleet FleetConfig
+	// WrapRedis, when set, wraps the Redis client (redisstore's
+	// Config.WrapClient): tracing makes its commands spans.
+	WrapRedis func(rueidis.Client) rueidis.Client
 }
 
 // Stores is where the service counts: memory, or Redis behind a failure
@@ -218,35 +221,20 @@ func (s *Stores) Ready() error {
 	return nil
 }
 
-// Report feeds the breakers' state and the store errors to the metrics
-// every interval until ctx is done: the worst state of the per-mode
-// breakers, and the store errors counted since the last report. It
-// returns at once for the memory store, which has neither.
-func (s *Stores) Report(ctx context.Context, m *metrics.Metrics, interval time.Duration) {
+// Breaker is the worst state of the per-mode circuit breakers: open if
+// any is open, else half-open if any is, else closed. The memory store has
+// none (ok is false).
+func (s *Stores) Breaker() (state failover.BreakerState, ok bool) {
 	if s.memory != nil {
-		return
+		return failover.Closed, false
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	var reported uint64
-	for {
-		worst, errs := failover.Closed, uint64(0)
-		for _, l := range s.byMode {
-			if st := l.State(); severity(st) > severity(worst) {
-				worst = st
-			}
-			errs += l.Stats().StoreErrors
-		}
-		m.SetBreakerState(worst.String())
-		for ; reported < errs; reported++ {
-			m.StoreError("unavailable")
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	worst := failover.Closed
+	for _, l := range s.byMode {
+		if st := l.State(); severity(st) > severity(worst) {
+			worst = st
 		}
 	}
+	return worst, true
 }
 
 func severity(s failover.BreakerState) int {

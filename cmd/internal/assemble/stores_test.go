@@ -2,18 +2,14 @@ package assemble
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cluster"
 	"github.com/floodgate-io/floodgate/cmd/internal/config"
 	"github.com/floodgate-io/floodgate/cmd/internal/engine"
-	"github.com/floodgate-io/floodgate/cmd/internal/metrics"
 	"github.com/floodgate-io/floodgate/cmd/internal/policy"
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/internal/testkit"
@@ -125,10 +121,8 @@ func (downStore) AllowN(context.Context, string, floodgate.Limit, int64) (floodg
 	return floodgate.Decision{}, floodgate.ErrStoreUnavailable
 }
 
-// Report sets the breaker gauge to the worst state of the per-mode
-// breakers and counts the store errors they saw; with the context done it
-// reports once and returns.
-func TestReportFeedsTheWorstBreakerAndTheStoreErrors(t *testing.T) {
+// Breaker is the worst state of the per-mode breakers.
+func TestBreakerIsTheWorstOfTheModes(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 	broken, err := failover.New(downStore{}, failover.Config{Mode: failover.FailOpen, FailureThreshold: 1, Logger: quiet})
 	if err != nil {
@@ -140,47 +134,14 @@ func TestReportFeedsTheWorstBreakerAndTheStoreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer idle.Close()
-	for range 2 { // the first error opens the breaker; the second call skips the store
-		if _, err := broken.AllowN(context.Background(), "k", floodgate.PerSecond(1), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
 	s := &Stores{name: "redis", byMode: map[failover.Mode]failover.Limiter{failover.FailOpen: broken, failover.FailClosed: idle}}
-	reg := prometheus.NewRegistry()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	s.Report(ctx, metrics.New(reg), time.Hour)
-
-	want := map[string]float64{
-		`floodgate_breaker_state{state="open"}`:            1,
-		`floodgate_breaker_state{state="half_open"}`:       0,
-		`floodgate_breaker_state{state="closed"}`:          0,
-		`floodgate_store_errors_total{kind="unavailable"}`: 1,
+	if st, ok := s.Breaker(); !ok || st != failover.Closed {
+		t.Fatalf("before any failure: %v, %v", st, ok)
 	}
-	got := gathered(t, reg)
-	for name, v := range want {
-		if got[name] != v {
-			t.Errorf("%s = %v, want %v", name, got[name], v)
-		}
+	if _, err := broken.AllowN(context.Background(), "k", floodgate.PerSecond(1), 1); err != nil {
+		t.Fatal(err) // the first error opens the breaker
 	}
-}
-
-// gathered reads reg's gauges and counters as name{label="value"} → value.
-func gathered(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	if st, ok := s.Breaker(); !ok || st != failover.Open {
+		t.Fatalf("after a failure: %v, %v; want open", st, ok)
 	}
-	out := map[string]float64{}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			name := f.GetName()
-			for _, l := range m.GetLabel() {
-				name += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
-			}
-			out[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
-	}
-	return out
 }

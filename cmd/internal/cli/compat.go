@@ -303,7 +303,9 @@ func (e *envoyEnv) decisions() {
 	}
 	e.ignore("Floodgate asks Redis for every decision; the answers are the same, without the local cache of keys over their limit",
 		"LOCAL_CACHE_SIZE_IN_BYTES")
-	e.ignore("it feeds only envoyproxy/ratelimit's near_limit statistic, which Floodgate does not have", "NEAR_LIMIT_RATIO")
+	if v, ok := e.env["NEAR_LIMIT_RATIO"]; ok {
+		e.set("NEAR_LIMIT_RATIO", "near-limit-ratio", v)
+	}
 	e.ignore("Floodgate's keys expire when their window ends; it needs no jitter", "EXPIRATION_JITTER_MAX_SECONDS")
 	e.ignore("Floodgate does not add the request's descriptors to the response's dynamic metadata", "RESPONSE_DYNAMIC_METADATA")
 }
@@ -452,5 +454,5 @@ func (e *envoyEnv) observability() {
 	e.ignore(metrics, "USE_STATSD", "USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS",
 		"STATS_FLUSH_INTERVAL", "DISABLE_STATS", "USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
 		"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")
-	e.ignorePrefix("Floodgate does not export traces", "TRACING_")
+	e.ignorePrefix("Floodgate traces when the standard OTEL_* variables ask for it (OTEL_EXPORTER_OTLP_ENDPOINT, which envoyproxy/ratelimit reads too); TRACING_* are its own", "TRACING_")
 }

@@ -23,7 +23,7 @@ func compatServe(t *testing.T, environ []string, args ...string) (map[string]str
 		"redis-tls-cert", "redis-tls-key", "redis-tls-skip-hostname-verification", "redis-sentinel-master", "redis-sentinel-username",
 		"redis-sentinel-password", "redis-prefix", "log-format", "log-level", "shadow-mode", "quota-mode", "headers", "atomic", "count-denied-hits", "allow-empty-config", "merge-domains",
 		"envoy-limit-headers", "envoy-limit-header", "envoy-remaining-header", "envoy-reset-header",
-		"tls-cert", "tls-key", "tls-client-ca", "admin"} {
+		"tls-cert", "tls-key", "tls-client-ca", "admin", "near-limit-ratio"} {
 		values[name] = cmd.Flags().Lookup(name).Value.String()
 	}
 	return values, c.notes, err
@@ -158,10 +158,19 @@ func TestEnvoyRatelimitRefusalIsErrCompat(t *testing.T) {
 	}
 }
 
+// NEAR_LIMIT_RATIO is Floodgate's --near-limit-ratio: the share of a limit
+// at which its metrics and GET /admin/near-limit count a key as near it.
+func TestEnvoyRatelimitNearLimitRatio(t *testing.T) {
+	values, _, err := compatServe(t, append([]string{"NEAR_LIMIT_RATIO=0.9"}, tcpRedis...))
+	if err != nil || values["near-limit-ratio"] != "0.9" {
+		t.Fatalf("--near-limit-ratio = %q (%v), want 0.9", values["near-limit-ratio"], err)
+	}
+}
+
 // Variables Floodgate does not need are accepted and each reported with
 // its reason, never dropped in silence.
 func TestEnvoyRatelimitIgnoredVariablesAreReported(t *testing.T) {
-	env := append([]string{"USE_STATSD=true", "USE_PROMETHEUS=true", "LOCAL_CACHE_SIZE_IN_BYTES=1048576", "NEAR_LIMIT_RATIO=0.9",
+	env := append([]string{"USE_STATSD=true", "USE_PROMETHEUS=true", "LOCAL_CACHE_SIZE_IN_BYTES=1048576",
 		"REDIS_PERSECOND=true", "REDIS_PERSECOND_URL=10.0.0.6:6379", "REDIS_POOL_SIZE=20", "GRPC_SERVER_TLS_KEY=/k", "RUNTIME_WATCH_ROOT=false",
 		"TRACING_ENABLED=true"}, tcpRedis...)
 	_, notes, err := compatServe(t, env)
@@ -172,7 +181,7 @@ func TestEnvoyRatelimitIgnoredVariablesAreReported(t *testing.T) {
 	for _, n := range notes {
 		reported[n.variable] = n.outcome
 	}
-	for _, v := range []string{"USE_STATSD", "USE_PROMETHEUS", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO", "REDIS_PERSECOND",
+	for _, v := range []string{"USE_STATSD", "USE_PROMETHEUS", "LOCAL_CACHE_SIZE_IN_BYTES", "REDIS_PERSECOND",
 		"REDIS_PERSECOND_URL", "REDIS_POOL_SIZE", "GRPC_SERVER_TLS_KEY", "TRACING_ENABLED", "RUNTIME_WATCH_ROOT"} {
 		if !strings.HasPrefix(reported[v], "ignored (") {
 			t.Errorf("%s: reported %q, want ignored with a reason", v, reported[v])

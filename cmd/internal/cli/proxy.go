@@ -21,10 +21,12 @@ import (
 	"github.com/floodgate-io/floodgate/cmd/internal/assemble"
 	"github.com/floodgate-io/floodgate/cmd/internal/engine"
 	"github.com/floodgate-io/floodgate/cmd/internal/listen"
+	"github.com/floodgate-io/floodgate/cmd/internal/observers"
 	"github.com/floodgate-io/floodgate/cmd/internal/policy"
 	"github.com/floodgate-io/floodgate/cmd/internal/proxy"
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/httplimit"
+	"github.com/floodgate-io/floodgate/observe"
 )
 
 type proxyFlags struct {
@@ -45,6 +47,9 @@ type proxyFlags struct {
 	gcFloor    gcFloorFlag
 	reload     reloadFlags
 	listen     listenFlags
+	observe    observeFlags
+	adminAddr  string
+	adminToken string
 	fleetGiven []string // cluster flags given without --config
 }
 
@@ -109,6 +114,10 @@ func newProxyCmd() *cobra.Command {
 	f.reload.register(fl)
 	f.gcFloor.register(fl)
 	f.listen.register(fl, true)
+	f.observe.register(fl)
+	fl.StringVar(&f.adminAddr, "admin", "",
+		"listen address of an admin listener serving /metrics, /healthz, the admin JSON routes (/admin/top, /admin/near-limit, /admin/events, /admin/stats, /admin/status) and the live view /admin/ui/ (default: none)")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token of the admin listener's /admin routes (empty: they are off; /metrics stays open)")
 	return cmd
 }
 
@@ -244,6 +253,12 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	obs, err := openObservers(ctx, f.observe, log)
+	if err != nil {
+		return err
+	}
+	defer closeObservers(obs, log)
+	cfg.WrapRedis = obs.WrapRedis()
 	st, err := assemble.Open(ctx, cfg, nil, log)
 	if err != nil {
 		return err
@@ -251,7 +266,7 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	defer st.Close()
 	limit := floodgate.Limit{Algorithm: floodgate.Algorithm(f.algorithm), Rate: rate, Period: period, Burst: f.burst}
 	mw, err := httplimit.New(st.Default(), httplimit.Options{Rules: []httplimit.Rule{{Name: "proxy", Limit: limit, Key: key}},
-		Missing: httplimit.Missing(f.missing)})
+		Missing: httplimit.Missing(f.missing), Name: "proxy", Observer: obs.Observer})
 	if err != nil {
 		return fmt.Errorf("--limit/--algorithm/--burst: %w", err)
 	}
@@ -260,8 +275,14 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
 	}
+	admin, err := f.admin(obs, "", st, nil)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	watchBreaker(ctx, obs, st)
 	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(), "limit", limit.String(), "by", f.by, "missing", f.missing.String())
-	return serveUntilDone(ctx, f.listen, mw(rp), ln, log)
+	return serveUntilDone(ctx, f.listen, obs.WrapHTTP(mw(rp), "floodgate proxy"), ln, admin, log)
 }
 
 // runRoutedProxy is `floodgate proxy --config`: the routes and descriptors
@@ -293,12 +314,19 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err := requireRoutes(f.config, f.reload)(policies); err != nil {
 		return err
 	}
-	st, err := assemble.Open(ctx, f.stores(defaultMode), policies, log)
+	obs, err := openObservers(ctx, f.observe, log)
+	if err != nil {
+		return err
+	}
+	defer closeObservers(obs, log)
+	stores := f.stores(defaultMode)
+	stores.WrapRedis = obs.WrapRedis()
+	st, err := assemble.Open(ctx, stores, policies, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	eng := engine.New(policies, st)
+	eng := engine.New(policies, st).Observe(observe.SurfaceProxy, obs.Observer)
 	if f.maxDelay <= 0 {
 		return fmt.Errorf("--max-delay %s: want a positive duration", f.maxDelay)
 	}
@@ -307,19 +335,56 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 		return err
 	}
 	routes := requireRoutes(f.config, f.reload)
-	reload := &reloader{path: f.config, flags: f.reload, holder: eng, log: log, after: time.After,
+	reload := &reloader{path: f.config, flags: f.reload, holder: eng, log: log, after: time.After, counted: obs.ConfigReload,
 		check: func(set *policy.Set) error { return errors.Join(routes(set), st.Check(set)) }}
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
 	}
-	if err := watchPolicies(ctx, f.config, reload, log); err != nil {
+	admin, err := f.admin(obs, f.config, st, eng.Policies)
+	if err != nil {
 		ln.Close()
 		return err
 	}
+	if err := watchPolicies(ctx, f.config, reload, log); err != nil {
+		ln.Close()
+		closeAdmin(admin)
+		return err
+	}
+	watchBreaker(ctx, obs, st)
 	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(),
 		"store", st.Name(), "policy", f.config, "domains", policies.Domains(), "routes", len(policies.Routes()))
-	return serveUntilDone(ctx, f.listen, handler, ln, log)
+	return serveUntilDone(ctx, f.listen, obs.WrapHTTP(handler, "floodgate proxy"), ln, admin, log)
+}
+
+// adminListener is the proxy's --admin listener and what it serves.
+type adminListener struct {
+	ln      net.Listener
+	handler http.Handler
+}
+
+// admin binds --admin, when given, to the observers' admin handler.
+// policies is nil for the one-line proxy, which has none.
+func (f proxyFlags) admin(obs *observers.Set, config string, st *assemble.Stores, policies func() *policy.Set) (*adminListener, error) {
+	if f.adminAddr == "" {
+		if f.adminToken != "" {
+			return nil, errors.New("--admin-token needs --admin: the proxy serves its admin routes on their own listener")
+		}
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", f.adminAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--admin %s: %w", f.adminAddr, err)
+	}
+	srv := statusOf(observe.SurfaceProxy, config, st)
+	srv.Policies = policies
+	return &adminListener{ln: ln, handler: obs.AdminHandler(f.adminToken, srv)}, nil
+}
+
+func closeAdmin(a *adminListener) {
+	if a != nil {
+		a.ln.Close()
+	}
 }
 
 // serveUntilDone serves h on ln with the listener flags' bounds until ctx
@@ -327,14 +392,19 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 // and returns nil. The proxy has no readiness endpoint: every path is the
 // upstream's. Its drain is the grace period, with Connection: close on
 // every response, then the close.
-func serveUntilDone(ctx context.Context, lf listenFlags, h http.Handler, ln net.Listener, log *slog.Logger) error {
+func serveUntilDone(ctx context.Context, lf listenFlags, h http.Handler, ln net.Listener, admin *adminListener, log *slog.Logger) error {
 	opts, err := lf.options(log)
 	if err != nil {
 		ln.Close()
+		closeAdmin(admin)
 		return err
 	}
 	d := listen.NewDrain(*opts, log)
-	err = d.Serve(ctx, listen.HTTP(d.HTTPServer(h), ln))
+	servers := []listen.Server{listen.HTTP(d.HTTPServer(h), ln)}
+	if admin != nil {
+		servers = append(servers, listen.HTTP(d.AdminHTTPServer(admin.handler), admin.ln))
+	}
+	err = d.Serve(ctx, servers...)
 	log.Info("floodgate proxy stopped")
 	return err
 }

@@ -13,18 +13,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/floodgate-io/floodgate/cmd/internal/assemble"
 	"github.com/floodgate-io/floodgate/cmd/internal/config"
 	"github.com/floodgate-io/floodgate/cmd/internal/engine"
-	"github.com/floodgate-io/floodgate/cmd/internal/metrics"
 	"github.com/floodgate-io/floodgate/cmd/internal/policy"
 	"github.com/floodgate-io/floodgate/cmd/internal/server"
 	"github.com/floodgate-io/floodgate/cmd/internal/watch"
 	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/observe"
 )
 
 //go:embed default_policy.yaml
@@ -48,6 +47,7 @@ type serveFlags struct {
 	reload      reloadFlags
 	listen      listenFlags
 	compat      compatFlags
+	observe     observeFlags
 }
 
 // storeFlags are the settings of serve and proxy that say where they
@@ -106,6 +106,7 @@ func newServeCmd() *cobra.Command {
 	fl.BoolVar(&f.atomic, "atomic", false, "decide all descriptors of an Envoy request all or nothing (default: each on its own, as Envoy's service does)")
 	fl.BoolVar(&f.countDenied, "count-denied-hits", false, "on the Envoy surfaces (gRPC, /json), count the hits a limit denies too, as Envoy's service does: once a request is denied, a smaller one later in the window is denied too (memory and Redis stores)")
 	f.envoyHdrs.register(fl)
+	f.observe.register(fl)
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.Var(&f.logLevel, "log-level", "the least severe level logged: debug, info, warn or error")
 	fl.IntVar(&f.maxKeys, "max-keys", defaultMaxKeys, "the most keys held in memory by the memory store and the strategies' local state; past it the least recently used key is forgotten (0: unbounded)")
@@ -178,21 +179,27 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := assemble.Open(ctx, f.stores(defaultMode), policies, log)
+	obs, err := openObservers(ctx, f.observe, log)
+	if err != nil {
+		return err
+	}
+	defer closeObservers(obs, log)
+	stores := f.stores(defaultMode)
+	stores.WrapRedis = obs.WrapRedis()
+	st, err := assemble.Open(ctx, stores, policies, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
-	reg := prometheus.NewRegistry()
-	m := metrics.New(reg)
 	eng := engine.New(policies, st)
 	reload := &reloader{path: f.config, flags: f.reload, holder: eng, check: st.Check,
-		counted: m.ConfigReload, log: log, after: time.After}
+		counted: obs.ConfigReload, log: log, after: time.After}
 	srv := server.New(server.Options{
 		Engine:          eng,
 		Limiter:         st.Default(), // requests with an explicit limit follow --strategy too
-		Metrics:         m,
+		Observers:       obs,
+		Status:          statusOf(observe.SurfaceServe, f.config, st),
 		Logger:          log,
 		Ready:           st.Ready,
 		AdminToken:      f.adminToken,
@@ -213,7 +220,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		closeListeners(lns)
 		return err
 	}
-	go st.Report(ctx, m, time.Second)
+	watchBreaker(ctx, obs, st)
 	log.Info("floodgate serving", append(listenerAddrs(lns), "tls", listenOpts.TLS != nil,
 		"store", st.Name(), "strategy", string(f.fleet.Strategy), "nodes", st.Count(),
 		"policy", policySource(f.config), "domains", policies.Domains())...)

@@ -91,3 +91,9 @@ func newVersionCmd() *cobra.Command {
 		},
 	}
 }
+
+// versionString is the binary's version as GET /admin/status shows it.
+func versionString() string {
+	info, _ := debug.ReadBuildInfo()
+	return readStamp(info, Version, Commit).Version
+}

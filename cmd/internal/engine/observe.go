@@ -54,7 +54,7 @@ func (e *Engine) domainLabel(domain string) string {
 // Error event with no Limit, unless it was malformed (its fault, not a
 // decision: the summary alone says Error).
 func (e *Engine) report(ctx context.Context, base observe.Event, req Request, resp Response, err error) observe.Summary {
-	sum := observe.Summary{Outcome: observe.Allowed, Degraded: base.Degraded, Latency: base.Latency, StoreTime: base.StoreTime}
+	sum := observe.Summary{Outcome: observe.Allowed, Policy: base.Policy, Degraded: base.Degraded, Latency: base.Latency, StoreTime: base.StoreTime}
 	if err != nil {
 		sum.Outcome, sum.Err = observe.Error, err
 		if !IsBadInput(err) {

@@ -86,6 +86,7 @@ func (s *Server) handleAdjust(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	req.Client = clientOf(r)
 	resp, err := s.decide(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)

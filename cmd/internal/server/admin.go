@@ -1,14 +1,12 @@
 package server
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
-	"strings"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cmd/internal/observers"
 	"github.com/floodgate-io/floodgate/cmd/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/excerpt"
 )
@@ -22,6 +20,7 @@ func (s *Server) admin() http.Handler {
 	route("/admin/inspect", http.MethodPost, s.handleInspect)
 	route("/admin/reset", http.MethodPost, s.handleReset)
 	route("/admin/reload", http.MethodPost, s.handleReload)
+	s.obs.AdminRoutes(mux, s.opts.Status)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no admin route %s", r.URL.Path))
 	})
@@ -45,7 +44,10 @@ func (s *Server) profiler() http.Handler {
 // and /debug/pprof/. They are on the HTTP listener, or on the admin
 // listener alone when there is one (Listeners.Admin).
 func (s *Server) operatorRoutes(mux *http.ServeMux) {
-	mux.Handle("/metrics", onlyMethod(http.MethodGet, s.metrics.Handler().ServeHTTP))
+	mux.Handle("/metrics", onlyMethod(http.MethodGet, s.obs.Metrics.Handler().ServeHTTP))
+	if s.opts.AdminToken != "" {
+		s.obs.UIRoutes(mux) // the live view's files, which fetch /admin's data with the token
+	}
 	mux.Handle("/admin/", s.admin())
 	mux.Handle("/admin", s.admin())
 	mux.Handle("/debug/pprof/", s.profiler())
@@ -79,36 +81,7 @@ func (s *Server) adminListener() http.Handler {
 // requireToken serves h to requests with the admin bearer token; without
 // a token configured, h is off (404).
 func (s *Server) requireToken(h http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(s.opts.AdminToken))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.AdminToken == "" {
-			writeError(w, http.StatusNotFound, "the admin API is off: no admin token is configured")
-			return
-		}
-		token, ok := bearer(r.Header.Get("Authorization"))
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate admin"`)
-			writeError(w, http.StatusUnauthorized, "missing admin token: send Authorization: Bearer <token>")
-			return
-		}
-		got := sha256.Sum256([]byte(token))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="floodgate admin", error="invalid_token"`)
-			writeError(w, http.StatusUnauthorized, "invalid admin token")
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// bearer returns the token of an Authorization: Bearer header.
-func bearer(h string) (string, bool) {
-	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
+	return observers.RequireToken(s.opts.AdminToken, h, writeError)
 }
 
 type policiesResponse struct {

@@ -256,6 +256,7 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 		s.allowExplicitHTTP(w, r, req)
 		return
 	}
+	req.engine.Client = clientOf(r)
 	resp, err := s.decide(r.Context(), req.engine)
 	if err != nil {
 		s.fail(w, r, err)
@@ -309,7 +310,7 @@ func (s *Server) allowExplicitHTTP(w http.ResponseWriter, r *http.Request, req a
 		writeError(w, http.StatusNotImplemented, "explicit limits are not enabled on this server")
 		return
 	}
-	d, err := s.allowExplicit(r.Context(), req.key, req.limit, req.cost)
+	d, err := s.allowExplicit(r.Context(), clientOf(r), req.key, req.limit, req.cost)
 	if err != nil {
 		s.fail(w, r, err)
 		return

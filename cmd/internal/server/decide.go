@@ -3,89 +3,51 @@ package server
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
-	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cmd/internal/engine"
-	"github.com/floodgate-io/floodgate/cmd/internal/metrics"
 	"github.com/floodgate-io/floodgate/cmd/internal/policy"
 	"github.com/floodgate-io/floodgate/internal/excerpt"
+	"github.com/floodgate-io/floodgate/observe"
 )
 
-// decide runs a policy lookup and records it in the metrics.
+// ExplicitPolicy is the policy explicit limits (POST /v1/allow with a key
+// and a limit) are reported under; their limit is the algorithm's name.
+const ExplicitPolicy = "_explicit"
+
+// decide runs a policy lookup; the engine reports it to the observers.
 func (s *Server) decide(ctx context.Context, req engine.Request) (engine.Response, error) {
-	start := time.Now()
-	resp, err := s.engine.Decide(ctx, req)
-	took := time.Since(start)
-	domain := metrics.DomainLabel(s.engine.Policies(), req.Domain)
-	if err != nil {
-		s.recordError(domain, err, took)
-		return resp, err
-	}
-	recorded := false
-	for i, ds := range resp.Descriptors {
-		desc := policy.Descriptor{Entries: req.Descriptors[i].Entries}
-		for _, ls := range ds.Limits {
-			result := metrics.Allowed
-			switch {
-			case isShadow(ls.Rule) && !ls.Decision.Allowed:
-				result = metrics.ShadowDenied
-			case !ls.Decision.Allowed:
-				result = metrics.Denied
-			}
-			s.metrics.Decision(domain, s.metrics.LimitLabel(ls.Rule, desc), result, latencyOnce(&recorded, took))
-		}
-	}
-	if !recorded {
-		s.metrics.Decision(domain, metrics.None, metrics.Allowed, latencyOnce(&recorded, took))
-	}
-	return resp, nil
+	return s.engine.Decide(ctx, req)
 }
 
-// allowExplicit decides an explicit limit and records it in the metrics.
-func (s *Server) allowExplicit(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
-	start := time.Now()
-	d, err := s.opts.Limiter.AllowN(ctx, ExplicitPrefix+key, limit, cost)
-	took := time.Since(start)
-	if err != nil {
-		s.recordError(metrics.Explicit, err, took)
+// allowExplicit decides an explicit limit and reports it to the observers.
+func (s *Server) allowExplicit(ctx context.Context, client, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
+	reqs := []floodgate.Request{{Key: ExplicitPrefix + key, Limit: limit, Cost: cost}}
+	ctx, rep := observe.Start(ctx, s.observer, observe.Decided{
+		Surface: observe.SurfaceServe, Policy: ExplicitPolicy, Client: client, Requests: reqs})
+	d, err := s.opts.Limiter.AllowN(ctx, reqs[0].Key, limit, cost)
+	rep.Decided()
+	if err != nil && engine.IsBadInput(err) {
+		rep.Malformed(err)
 		return d, err
 	}
-	result := metrics.Allowed
-	if !d.Allowed {
-		result = metrics.Denied
-	}
-	s.metrics.Decision(metrics.Explicit, string(limit.Algorithm), result, max(took, 1))
-	return d, nil
+	rep.Report([]floodgate.Decision{d}, err, func(int) string { return string(limit.Algorithm) })
+	return d, err
 }
 
-// recordError records a failed decision; the caller's bad input is not a
-// decision and is not recorded.
-func (s *Server) recordError(domain string, err error, took time.Duration) {
-	if engine.IsBadInput(err) {
-		return
+// clientOf is the host of r's peer, reported as the decision's client (the
+// Envoy surfaces report none: their caller is Envoy, and the client is in
+// the descriptors).
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return ""
 	}
-	s.metrics.Decision(domain, metrics.None, metrics.Error, max(took, 1))
-	switch {
-	case errors.Is(err, floodgate.ErrStoreUnavailable):
-		s.metrics.StoreError("unavailable")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-	default:
-		s.metrics.StoreError("other")
-	}
-}
-
-// latencyOnce returns took the first time, 0 after: the histogram counts
-// each request once.
-func latencyOnce(done *bool, took time.Duration) time.Duration {
-	if *done {
-		return 0
-	}
-	*done = true
-	return max(took, 1)
+	return host
 }
 
 // isShadow reports whether a rule reports without denying.

@@ -26,7 +26,7 @@ var rlsServiceName = rlsv3.RateLimitService_ServiceDesc.ServiceName
 const streamWorkers = 256
 
 func (s *Server) newGRPC() *grpc.Server {
-	g := grpc.NewServer(append(s.opts.Listen.GRPCOptions(),
+	g := grpc.NewServer(append(append(s.opts.Listen.GRPCOptions(), s.obs.GRPCOptions()...),
 		grpc.MaxRecvMsgSize(int(min(s.opts.MaxBodyBytes, 1<<30))),
 		grpc.ChainUnaryInterceptor(s.recoverUnary),
 		grpc.ChainStreamInterceptor(s.recoverStream),

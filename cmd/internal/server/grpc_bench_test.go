@@ -12,13 +12,11 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cmd/internal/engine"
-	"github.com/floodgate-io/floodgate/cmd/internal/metrics"
 	"github.com/floodgate-io/floodgate/cmd/internal/server"
 	"github.com/floodgate-io/floodgate/cmd/internal/servicetest"
 	"github.com/floodgate-io/floodgate/internal/testkit"
@@ -39,7 +37,6 @@ func grpcConnWith(tb testing.TB, store floodgate.Limiter, yaml string) *grpc.Cli
 	srv := server.New(server.Options{
 		Engine:  engine.New(servicetest.Policies(tb, yaml), engine.OneStore{Limiter: store}),
 		Limiter: store,
-		Metrics: metrics.New(prometheus.NewRegistry()),
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Headers: true,
 	})

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cmd/internal/engine"
-	"github.com/floodgate-io/floodgate/cmd/internal/metrics"
 	"github.com/floodgate-io/floodgate/cmd/internal/server"
 	"github.com/floodgate-io/floodgate/cmd/internal/servicetest"
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
@@ -51,7 +49,6 @@ type harness struct {
 	mem     *floodgate.Memory
 	engine  *engine.Engine
 	srv     *server.Server
-	reg     *prometheus.Registry
 	url     string
 	http    *http.Client
 	conn    *grpc.ClientConn
@@ -74,7 +71,7 @@ type setup struct {
 
 func newHarness(t *testing.T, s setup) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: floodgate.NewManualClock(start), logs: &servicetest.SyncBuffer{}, reg: prometheus.NewRegistry()}
+	h := &harness{t: t, clock: floodgate.NewManualClock(start), logs: &servicetest.SyncBuffer{}}
 	h.mem = floodgate.NewMemory(floodgate.WithClock(h.clock))
 	store := s.store
 	if store == nil {
@@ -88,7 +85,6 @@ func newHarness(t *testing.T, s setup) *harness {
 	opts := server.Options{
 		Engine:     h.engine,
 		Limiter:    h.mem,
-		Metrics:    metrics.New(h.reg),
 		Logger:     slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		AdminToken: "s3cret",
 		Ready: func() error {

@@ -18,14 +18,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cmd/internal/engine"
 	"github.com/floodgate-io/floodgate/cmd/internal/listen"
-	"github.com/floodgate-io/floodgate/cmd/internal/metrics"
+	"github.com/floodgate-io/floodgate/cmd/internal/observers"
 	"github.com/floodgate-io/floodgate/cmd/internal/policy"
+	"github.com/floodgate-io/floodgate/observe"
 )
 
 // DefaultMaxBodyBytes bounds request bodies when Options.MaxBodyBytes is 0.
@@ -44,9 +42,12 @@ type Options struct {
 	// namespaced ExplicitPrefix+key) and answers the reads of
 	// POST /admin/inspect; nil answers those with 501.
 	Limiter floodgate.Limiter
-	// Metrics records decisions; nil records them in a registry of its own,
-	// served at /metrics with the Go and process collectors.
-	Metrics *metrics.Metrics
+	// Observers are told of every decision (New makes Engine report to
+	// them) and serve /metrics and the admin's views of them; nil is
+	// observers.New's defaults (metrics and insight).
+	Observers *observers.Set
+	// Status describes the server on GET /admin/status.
+	Status observers.Server
 	// Logger receives errors and panics; nil is slog.Default().
 	Logger *slog.Logger
 	// Ready reports readiness for /readyz and grpc.health.v1: nil error is
@@ -109,13 +110,14 @@ type Modes struct {
 
 // Server serves the HTTP and gRPC surfaces. Create it with New.
 type Server struct {
-	opts    Options
-	engine  *engine.Engine
-	metrics *metrics.Metrics
-	log     *slog.Logger
-	handler http.Handler
-	health  *healthServer
-	drain   *listen.Drain
+	opts     Options
+	engine   *engine.Engine
+	obs      *observers.Set
+	observer observe.Observer // obs.Observer
+	log      *slog.Logger
+	handler  http.Handler
+	health   *healthServer
+	drain    *listen.Drain
 
 	stopping <-chan struct{} // closed when Serve starts to drain
 }
@@ -129,7 +131,7 @@ func New(opts Options) *Server {
 		d := listen.Defaults()
 		opts.Listen = &d
 	}
-	s := &Server{opts: opts, engine: opts.Engine, metrics: opts.Metrics, log: opts.Logger}
+	s := &Server{opts: opts, engine: opts.Engine, obs: opts.Observers, log: opts.Logger}
 	if s.engine == nil {
 		empty, _ := policy.NewSet()
 		s.engine = engine.New(empty, engine.OneStore{})
@@ -137,17 +139,26 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.metrics == nil {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		s.metrics = metrics.New(reg)
+	if s.obs == nil {
+		var err error
+		if s.obs, err = observers.New(context.Background(), observers.Config{Logger: s.log}); err != nil {
+			panic(err) // the defaults are valid
+		}
+	}
+	s.observer = s.obs.Observer
+	s.engine.Observe(observe.SurfaceServe, s.observer)
+	if s.opts.Status.Surface == "" {
+		s.opts.Status.Surface = observe.SurfaceServe
+	}
+	if s.opts.Status.Policies == nil {
+		s.opts.Status.Policies = s.engine.Policies
 	}
 	s.drain = listen.NewDrain(*opts.Listen, s.log)
 	if opts.GraceTimer != nil {
 		s.drain.WithGrace(opts.GraceTimer)
 	}
 	s.stopping = s.drain.Draining()
-	s.handler = s.routes(true)
+	s.handler = s.obs.WrapHTTP(s.routes(true), "floodgate serve")
 	s.health = &healthServer{s: s, poll: time.Second}
 	return s
 }
@@ -194,7 +205,7 @@ func (s *Server) ServeListeners(ctx context.Context, l Listeners) error {
 	var servers []listen.Server
 	handler := s.handler
 	if l.Admin != nil {
-		handler = s.routes(false)
+		handler = s.obs.WrapHTTP(s.routes(false), "floodgate serve")
 		servers = append(servers, listen.HTTP(s.drain.AdminHTTPServer(s.adminListener()), l.Admin))
 	}
 	if l.HTTP != nil {
