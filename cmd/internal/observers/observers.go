@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,7 +79,15 @@ type Set struct {
 	log     *slog.Logger
 	closers []func(context.Context) error
 	status  statusSource
+	events  *prometheus.CounterVec // floodgate_events_total{kind}
+	spiking *prometheus.GaugeVec   // floodgate_spike_active{policy, signal}
+	kindsMu sync.Mutex
+	kinds   map[string]bool // the kind labels handed out
 }
+
+// maxEventKinds bounds the kind label of floodgate_events_total: the kinds
+// are the server's own, but a bound costs nothing.
+const maxEventKinds = 32
 
 // New assembles the observers of cfg.
 func New(ctx context.Context, cfg Config) (*Set, error) {
@@ -95,11 +104,20 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	s.Metrics = m
+	s.events = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "floodgate_events_total",
+		Help: "Events (GET /admin/events): spike_start, spike_end, config_reload, config_reload_failed, breaker_open, breaker_half_open, breaker_closed.",
+	}, []string{"kind"})
+	s.spiking = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "floodgate_spike_active",
+		Help: "1 while a policy's decisions or denials per second are in a spike above their baseline (see GET /admin/events), 0 after.",
+	}, []string{"policy", "signal"})
+	s.Registry.MustRegister(s.events, s.spiking)
 	all := []observe.Observer{m}
 	if !cfg.NoInsight {
 		opts := cfg.Insight
 		opts.NearLimitRatio = cfg.NearLimitRatio
-		opts.OnEvent = s.logEvent
+		opts.OnEvent = s.onEvent
 		if s.Insight, err = insight.New(opts); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
@@ -169,7 +187,7 @@ func (s *Set) Close(ctx context.Context) error {
 // the events and the log.
 func (s *Set) Record(kind, msg string, fields map[string]any) {
 	if s.Insight == nil {
-		s.logEvent(insight.EventRecord{Time: time.Now(), Event: insight.Event{Kind: kind, Message: msg, Fields: fields}})
+		s.onEvent(insight.EventRecord{Time: time.Now(), Event: insight.Event{Kind: kind, Message: msg, Fields: fields}})
 		return
 	}
 	if err := s.Insight.Record(insight.Event{Kind: kind, Message: msg, Fields: fields}); err != nil {
@@ -177,8 +195,21 @@ func (s *Set) Record(kind, msg string, fields map[string]any) {
 	}
 }
 
-// logEvent logs an event insight recorded (or would have).
-func (s *Set) logEvent(e insight.EventRecord) {
+// onEvent logs an event insight recorded (or would have) and counts it;
+// a spike also sets floodgate_spike_active. Insight bounds the policies it
+// names, so the gauge's labels are bounded too.
+func (s *Set) onEvent(e insight.EventRecord) {
+	if s.knownKind(e.Kind) {
+		s.events.WithLabelValues(e.Kind).Inc()
+	}
+	if signal, ok := e.Fields["signal"].(string); ok {
+		switch e.Kind {
+		case insight.KindSpikeStart:
+			s.spiking.WithLabelValues(e.Policy, signal).Set(1)
+		case insight.KindSpikeEnd:
+			s.spiking.WithLabelValues(e.Policy, signal).Set(0)
+		}
+	}
 	attrs := []any{"kind", e.Kind}
 	if e.Policy != "" {
 		attrs = append(attrs, "policy", e.Policy)
@@ -187,6 +218,24 @@ func (s *Set) logEvent(e insight.EventRecord) {
 		attrs = append(attrs, k, v)
 	}
 	s.log.Info(e.Message, attrs...)
+}
+
+// knownKind reports whether kind may be a label: one already seen, or a
+// new one under maxEventKinds.
+func (s *Set) knownKind(kind string) bool {
+	s.kindsMu.Lock()
+	defer s.kindsMu.Unlock()
+	if s.kinds[kind] {
+		return true
+	}
+	if len(s.kinds) >= maxEventKinds {
+		return false
+	}
+	if s.kinds == nil {
+		s.kinds = map[string]bool{}
+	}
+	s.kinds[kind] = true
+	return true
 }
 
 // ConfigReload counts a reload of the policies and records it as an event.
