@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"hash"
 	"sync"
+
+	"github.com/floodgate-io/floodgate/observe"
 )
 
-// KeyHashDigits is the length of a key_hash: 16 hex digits, the first 64
-// bits of the digest, enough that two keys of one deployment collide with
-// a chance of about n²/2⁶⁵ among n keys.
-const KeyHashDigits = 16
+// KeyHashDigits is the length of a key_hash (observe.KeyHashDigits).
+const KeyHashDigits = observe.KeyHashDigits
 
 // KeyHash is key_hash for key as a Logger with Config.Secret = secret (nil:
 // none) writes it: the first KeyHashDigits hex digits of HMAC-SHA-256(secret,
@@ -19,8 +19,7 @@ const KeyHashDigits = 16
 // in the log.
 func KeyHash(secret []byte, key string) string {
 	if len(secret) == 0 {
-		sum := sha256.Sum256([]byte(key))
-		return hex.EncodeToString(sum[:KeyHashDigits/2])
+		return observe.KeyHash(key)
 	}
 	m := hmac.New(sha256.New, secret)
 	return sumHex(m, key)

@@ -2,8 +2,6 @@ package insight
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -278,6 +276,5 @@ func (in *Insight) showKey(key string) string {
 	if !in.opts.HashKeys {
 		return key
 	}
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:8])
+	return observe.KeyHash(key)
 }

@@ -31,8 +31,6 @@ package tracing
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -118,7 +116,7 @@ func (o *Observer) Observe(ctx context.Context, e observe.Event) {
 	if o.raw {
 		attrs = append(attrs, attribute.String("floodgate.key", e.Key))
 	} else {
-		attrs = append(attrs, attribute.String("floodgate.key_hash", KeyHash(e.Key)))
+		attrs = append(attrs, attribute.String("floodgate.key_hash", observe.KeyHash(e.Key)))
 	}
 	if e.Outcome == observe.Denied {
 		attrs = append(attrs, attribute.Int64("floodgate.retry_after_ms", e.Decision.RetryAfter.Milliseconds()))
@@ -160,12 +158,4 @@ func (o *Observer) End(ctx context.Context, s observe.Summary) {
 func ours(span trace.Span) bool {
 	named, ok := span.(interface{ Name() string })
 	return !ok || named.Name() == SpanName
-}
-
-// KeyHash is how a span event names a key without showing it: the first
-// 16 hex digits of its SHA-256, the same in every process (so that a
-// trace can be matched with a decision log's key_hash without a secret).
-func KeyHash(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:8])
 }
