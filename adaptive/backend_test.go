@@ -13,10 +13,11 @@ import (
 // flight, another request arrives at once. Requests wait in a FIFO queue
 // for one of workers(n) parallel workers (n is the number of samples so
 // far, so that capacity can change mid-run); each takes service·U(1−jitter,
-// 1+jitter). RTT = queue wait + service time; a request whose RTT is above
+// 1+jitter), times slower(n) when set. RTT = queue wait + service time; a request whose RTT is above
 // timeout is Dropped. Deterministic for a seed.
 type simBackend struct {
 	workers func(n int) int
+	slower  func(n int) float64
 	service time.Duration
 	jitter  float64
 	timeout time.Duration
@@ -36,10 +37,23 @@ type simRequest struct {
 	done     time.Time
 }
 
-// simRun is what a run recorded, one entry per sample.
+// simRun is what a run recorded, one entry per sample: the limit, the
+// limit learnt (the limit but for probes, which lower it for a moment by
+// design), and the RTT.
 type simRun struct {
-	limits []int
-	rtts   []time.Duration
+	limits, learnt []int
+	rtts           []time.Duration
+}
+
+// learnt is the limit an algorithm has learnt, probes aside.
+func learnt(alg Algorithm) int {
+	switch a := alg.(type) {
+	case *Gradient2:
+		return int(a.limit)
+	case *Vegas:
+		return int(a.limit)
+	}
+	return alg.Limit()
 }
 
 func newSimBackend(seed uint64, service time.Duration, workers func(n int) int) *simBackend {
@@ -59,6 +73,7 @@ func (b *simBackend) run(alg Algorithm, samples int) simRun {
 		rtt := req.done.Sub(req.admitted)
 		limit := alg.Update(Sample{RTT: rtt, InFlight: req.inFlight, Dropped: rtt > b.timeout, At: b.now})
 		r.limits, r.rtts = append(r.limits, limit), append(r.rtts, rtt)
+		r.learnt = append(r.learnt, learnt(alg))
 		b.startWork(len(r.limits))
 		b.admit(limit)
 	}
@@ -84,6 +99,9 @@ func (b *simBackend) startWork(n int) {
 		req := b.queue[0]
 		b.queue = b.queue[1:]
 		f := 1 + b.jitter*(2*b.rng.Float64()-1)
+		if b.slower != nil {
+			f *= b.slower(b.lastN)
+		}
 		req.done = b.now.Add(time.Duration(float64(b.service) * f))
 		b.busy++
 		heap.Push(&b.running, req)

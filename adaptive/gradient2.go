@@ -85,6 +85,8 @@ type Gradient2 struct {
 	limit       float64
 	short, long ema
 	probe       prober
+	// unanchored turns the anchor off, for the test that shows the drift.
+	unanchored bool
 }
 
 // NewGradient2 returns a Gradient2 limit, or an error wrapping
@@ -149,7 +151,9 @@ func (g *Gradient2) Update(s Sample) int {
 	if long >= 2*short {
 		g.long.value *= 0.95
 	}
-	long = math.Min(long, float64(g.probe.mean))
+	if !g.unanchored {
+		long = math.Min(long, float64(g.probe.mean))
+	}
 	gradient := math.Max(0.5, math.Min(1, long/short))
 	if short == 0 {
 		gradient = 1
