@@ -47,7 +47,11 @@ const (
 // dropped. rttNoLoad is the lowest RTT of the last probe (see
 // ProbeInterval) or seen since; the probe lowers the limit so that the
 // queue drains, because under sustained load the lowest RTT seen includes
-// a queue, and a baseline taken then would drift up with it.
+// a queue, and a baseline taken then would drift up with it. The RTT is
+// one sample's and rttNoLoad a minimum, so the backend's own jitter reads
+// as a queue of up to limit·jitter: the band absorbs a moderate jitter
+// (±10% at 40 workers in the simulation); a noisier backend wants a
+// wider one.
 //
 // What keeps it from oscillating: the band between Alpha and Beta in
 // which the limit holds still, changes of log10(limit) per round trip
