@@ -1,0 +1,268 @@
+package adaptive
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// The queue serves the highest class first and, within a class, the
+// oldest (FIFO) or the newest (LIFO) waiter first.
+func TestQueueServesByClassThenOrder(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		order := rapid.SampledFrom([]Order{FIFO, LIFO}).Draw(t, "order")
+		classes := rapid.SliceOfN(rapid.SampledFrom([]Priority{Sheddable, Default, Critical}), 1, 12).Draw(t, "classes")
+		r := newRig(t, 1, LimiterOptions{MaxQueue: len(classes), MaxWait: time.Second, Order: order})
+		held := r.fill(t, 1)[0]
+		waits := make([]<-chan acquired, len(classes))
+		for i, p := range classes {
+			waits[i] = r.enqueue(t.Context(), p)
+		}
+		want := make([]int, len(classes))
+		for i := range want {
+			want[i] = i
+		}
+		slices.SortStableFunc(want, func(a, b int) int {
+			if classes[a] != classes[b] {
+				return int(classes[b] - classes[a])
+			}
+			if order == LIFO {
+				return b - a
+			}
+			return a - b
+		})
+		for _, i := range want {
+			held.Success() // frees the one slot, which goes to waiter i
+			got := <-waits[i]
+			if got.err != nil {
+				t.Fatalf("%s queue of %v: waiter %d (%s) got %v, want the slot", order, classes, i, classes[i], got.err)
+			}
+			for j, w := range waits {
+				if len(w) > 0 {
+					t.Fatalf("%s queue of %v: waiter %d served before waiter %d", order, classes, j, i)
+				}
+			}
+			held = got.tok
+		}
+		held.Success()
+		if s := r.Stats(); s.InFlight != 0 || s.Queued != 0 {
+			t.Fatalf("stats %+v at the end, want nothing in flight or queued", s)
+		}
+	})
+}
+
+// A full queue takes a higher class by shedding the lower-class waiter that
+// would be served last; it refuses a class that would displace only its
+// equals or betters.
+func TestFullQueueDisplacesTheLowestClass(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		order    Order
+		queued   []Priority
+		arrival  Priority
+		shed     int // index in queued of the displaced waiter; -1: the arrival is refused
+		wantWhen ShedReason
+	}{
+		{"critical displaces sheddable before default", FIFO, []Priority{Default, Sheddable}, Critical, 1, ShedDisplaced},
+		{"default displaces sheddable", FIFO, []Priority{Critical, Sheddable}, Default, 1, ShedDisplaced},
+		{"fifo displaces the newest of a class", FIFO, []Priority{Sheddable, Sheddable}, Default, 1, ShedDisplaced},
+		{"lifo displaces the oldest of a class", LIFO, []Priority{Sheddable, Sheddable}, Default, 0, ShedDisplaced},
+		{"critical does not displace critical", FIFO, []Priority{Critical, Critical}, Critical, -1, ShedQueueFull},
+		{"default does not displace default", FIFO, []Priority{Default, Critical}, Default, -1, ShedQueueFull},
+		{"sheddable displaces nothing", FIFO, []Priority{Sheddable, Sheddable}, Sheddable, -1, ShedQueueFull},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 1, LimiterOptions{MaxQueue: len(tc.queued), MaxWait: time.Second, Order: tc.order})
+			held := r.fill(t, 1)[0]
+			ctx, cancel := context.WithCancel(t.Context())
+			waits := make([]<-chan acquired, len(tc.queued))
+			for i, p := range tc.queued {
+				waits[i] = r.enqueue(ctx, p)
+			}
+			var arrival <-chan acquired
+			if tc.shed >= 0 {
+				arrival = r.enqueue(ctx, tc.arrival)
+				got := <-waits[tc.shed]
+				if reason := shedReason(t, got.err); reason != tc.wantWhen {
+					t.Fatalf("displaced waiter: reason %s, want %s", reason, tc.wantWhen)
+				}
+			} else {
+				_, err := r.Acquire(t.Context(), tc.arrival)
+				if reason := shedReason(t, err); reason != tc.wantWhen {
+					t.Fatalf("arrival: reason %s, want %s", reason, tc.wantWhen)
+				}
+			}
+			s := r.Stats()
+			var counted uint64
+			for c := range numClasses {
+				counted += s.Shed[c][tc.wantWhen]
+			}
+			if s.Queued != len(tc.queued) || counted != 1 {
+				t.Fatalf("stats %+v: want the queue still full and one %s counted", s, tc.wantWhen)
+			}
+			cancel() // the waiters left give up
+			for i, w := range append(waits, arrival) {
+				if i != tc.shed && w != nil {
+					<-w
+				}
+			}
+			held.Ignore()
+		})
+	}
+}
+
+// Every Acquire ends by its deadline on a manual clock: a waiter is shed
+// once it has waited MaxWait, and not before.
+func TestWaitEndsAtMaxWait(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		maxWait := time.Duration(rapid.IntRange(1, 1000).Draw(t, "maxWait ms")) * time.Millisecond
+		n := rapid.IntRange(1, 8).Draw(t, "waiters")
+		r := newRig(t, 1, LimiterOptions{MaxQueue: n, MaxWait: maxWait, Order: rapid.SampledFrom([]Order{FIFO, LIFO}).Draw(t, "order")})
+		held := r.fill(t, 1)[0]
+		due := make([]time.Time, n)
+		waits := make([]<-chan acquired, n)
+		for i := range n {
+			r.clock.Advance(time.Duration(rapid.IntRange(0, 300).Draw(t, "gap ms")) * time.Millisecond)
+			due[i] = r.clock.Now().Add(maxWait)
+			waits[i] = r.enqueue(t.Context(), rapid.SampledFrom([]Priority{Sheddable, Default, Critical}).Draw(t, "class"))
+		}
+		for ended := 0; ended < n; {
+			r.clock.Advance(time.Duration(rapid.IntRange(1, 400).Draw(t, "step ms")) * time.Millisecond)
+			r.Expire()
+			now, left := r.clock.Now(), 0
+			for i, w := range waits {
+				if w == nil {
+					continue
+				}
+				if now.Before(due[i]) {
+					left++
+					continue
+				}
+				got := <-w // shed by Expire: ends now
+				if reason := shedReason(t, got.err); reason != ShedWaitedTooLong {
+					t.Fatalf("waiter %d: reason %s, want %s", i, reason, ShedWaitedTooLong)
+				}
+				waits[i] = nil
+				ended++
+			}
+			if q := r.Stats().Queued; q != left {
+				t.Fatalf("at +%s: %d queued, want the %d not yet due", now.Sub(limEpoch), q, left)
+			}
+		}
+		held.Ignore()
+	})
+}
+
+// CoDel: a queue that has stood for a whole Interval (never empty, nobody
+// admitted after waiting Target or less) sheds a waiter as soon as it has
+// waited Target; one admission within Target restarts the Interval.
+func TestCoDelShedsFromAStandingQueue(t *testing.T) {
+	const (
+		target   = 10 * time.Millisecond
+		interval = 100 * time.Millisecond
+		maxWait  = time.Second
+	)
+	for _, tc := range []struct {
+		name      string
+		codel     CoDel
+		firstWait time.Duration // how long the first waiter waits for its slot
+		wantShed  time.Duration // when the second, queued at +1ms, is shed
+		reason    ShedReason
+	}{
+		{"first admitted within target: interval restarts", CoDel{target, interval}, 8 * time.Millisecond, 8*time.Millisecond + interval, ShedStandingQueue},
+		{"first admitted after target: queue stands", CoDel{target, interval}, 20 * time.Millisecond, interval, ShedStandingQueue},
+		{"nobody admitted: queue stands", CoDel{target, interval}, 2 * time.Second, interval, ShedStandingQueue},
+		{"without codel: max wait", CoDel{}, 20 * time.Millisecond, time.Millisecond + maxWait, ShedWaitedTooLong},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 1, LimiterOptions{MaxQueue: 2, MaxWait: maxWait, CoDel: tc.codel})
+			held := r.fill(t, 1)[0]
+			first := r.enqueue(t.Context(), Default)
+			r.clock.Advance(time.Millisecond)
+			second := r.enqueue(t.Context(), Default)
+			if tc.firstWait < tc.wantShed {
+				r.clock.Set(limEpoch.Add(tc.firstWait))
+				held.Success()
+				if got := <-first; got.err != nil {
+					t.Fatalf("first waiter: %v", got.err)
+				} else {
+					held = got.tok
+				}
+			}
+			r.clock.Set(limEpoch.Add(tc.wantShed - time.Millisecond))
+			r.Expire()
+			if len(second) > 0 {
+				t.Fatalf("second waiter shed before +%s: %v", tc.wantShed, (<-second).err)
+			}
+			r.clock.Set(limEpoch.Add(tc.wantShed))
+			r.Expire()
+			if reason := shedReason(t, (<-second).err); reason != tc.reason {
+				t.Fatalf("second waiter: reason %s, want %s", reason, tc.reason)
+			}
+			held.Ignore()
+			if tc.firstWait >= tc.wantShed {
+				<-first // shed as well, or served by the release
+			}
+		})
+	}
+}
+
+// A waiter whose context ends leaves the queue, and a slot granted to it
+// in the meantime goes back, without a sample.
+func TestCancelledWaiterLeavesTheQueue(t *testing.T) {
+	r := newRig(t, 1, LimiterOptions{MaxQueue: 2, MaxWait: time.Second})
+	held := r.fill(t, 1)[0]
+	ctx, cancel := context.WithCancel(t.Context())
+	w := r.enqueue(ctx, Critical)
+	cancel()
+	if got := <-w; !errors.Is(got.err, context.Canceled) || errors.Is(got.err, ErrShed) {
+		t.Fatalf("cancelled waiter: %v, want context.Canceled and no shed", got.err)
+	}
+	if s := r.Stats(); s.Queued != 0 || s.InFlight != 1 {
+		t.Fatalf("stats %+v: want the waiter gone and one in flight", s)
+	}
+	held.Success()
+	if s := r.Stats(); s.InFlight != 0 || len(r.alg.samples) != 1 {
+		t.Fatalf("stats %+v, %d samples: want nothing in flight and only the held token's sample", s, len(r.alg.samples))
+	}
+}
+
+// A limit that grows serves the queue at once.
+func TestRaisedLimitServesWaiters(t *testing.T) {
+	r := newRig(t, 1, LimiterOptions{MaxQueue: 2, MaxWait: time.Second})
+	held := r.fill(t, 1)[0]
+	w := r.enqueue(t.Context(), Critical)
+	r.alg.n = 3
+	held.Dropped() // the release takes the new limit, which frees two slots
+	got := <-w
+	if got.err != nil {
+		t.Fatalf("waiter after the limit grew: %v", got.err)
+	}
+	got.tok.Success()
+	if r.Limit() != 3 {
+		t.Fatalf("Limit() = %d, want 3", r.Limit())
+	}
+}
+
+// With a real clock, a waiter that nobody serves is shed by its own timer.
+func TestSystemClockTimerShedsAWaiter(t *testing.T) {
+	alg, _ := NewFixed(1)
+	l, err := NewLimiter(LimiterOptions{Algorithm: alg, MaxQueue: 1, MaxWait: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _ := l.TryAcquire(Critical)
+	defer held.Ignore()
+	start := time.Now()
+	_, err = l.Acquire(context.Background(), Critical)
+	if reason := shedReason(t, err); reason != ShedWaitedTooLong {
+		t.Fatalf("reason %s, want %s", reason, ShedWaitedTooLong)
+	}
+	if waited := time.Since(start); waited < 20*time.Millisecond {
+		t.Fatalf("shed after %s, before MaxWait 20ms", waited)
+	}
+}
