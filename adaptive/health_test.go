@@ -33,9 +33,9 @@ func TestHealthP99IsWithinItsStatedError(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		h, _ := newTestHealth(t, time.Second, 1)
 		gen := rapid.OneOf(
-			rapid.Int64Range(0, 40),               // exact buckets
-			rapid.Int64Range(0, 200_000),          // up to 200ms
-			rapid.Int64Range(0, int64(1<<31-1)),   // everything Health tells apart
+			rapid.Int64Range(0, 40),              // exact buckets
+			rapid.Int64Range(0, 200_000),         // up to 200ms
+			rapid.Int64Range(0, int64(1<<31-1)),  // everything Health tells apart
 			rapid.Int64Range(990_000, 1_010_000)) // a tight cluster
 		us := rapid.SliceOfN(gen, 1, 500).Draw(t, "latencies µs")
 		for _, v := range us {
