@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -66,6 +68,14 @@ func (f observeFlags) config(log *slog.Logger) (observers.Config, error) {
 	if f.nearLimit <= 0 || f.nearLimit > 1 {
 		return cfg, fmt.Errorf("--near-limit-ratio %v: want a share in (0, 1]", f.nearLimit)
 	}
+	// insight reads 0 as its default: refused here, so that a 0 is not
+	// silently replaced.
+	if f.topK < 1 {
+		return cfg, fmt.Errorf("--top-k %d: want at least 1 counter per policy", f.topK)
+	}
+	if f.topWindow <= 0 {
+		return cfg, fmt.Errorf("--top-window %v: want a positive duration", f.topWindow)
+	}
 	if f.decisionLog == "" {
 		switch {
 		case f.sample != 0:
@@ -74,6 +84,12 @@ func (f observeFlags) config(log *slog.Logger) (observers.Config, error) {
 			return cfg, fmt.Errorf("--decision-log-secret-file needs --decision-log")
 		}
 		return cfg, nil
+	}
+	if f.sample < 0 || f.sample > 1 {
+		return cfg, fmt.Errorf("--decision-log-sample %v: want a fraction from 0 to 1", f.sample)
+	}
+	if f.logRate < 1 { // decisionlog reads 0 as its default
+		return cfg, fmt.Errorf("--decision-log-rate %d: want at least 1 line a second", f.logRate)
 	}
 	dl := decisionlog.Config{SampleAllowed: f.sample, Rate: f.logRate}
 	switch f.logKeys {
@@ -89,6 +105,12 @@ func (f observeFlags) config(log *slog.Logger) (observers.Config, error) {
 			return cfg, fmt.Errorf("--decision-log-secret-file: %w", err)
 		}
 		dl.Secret = []byte(strings.TrimRight(string(secret), "\r\n"))
+		if len(dl.Secret) < decisionlog.MinSecretBytes {
+			return cfg, fmt.Errorf("--decision-log-secret-file %s: %d bytes, want at least %d", f.secretFile, len(dl.Secret), decisionlog.MinSecretBytes)
+		}
+		if dl.RawKeys {
+			return cfg, errors.New("--decision-log-keys raw logs the keys themselves, so --decision-log-secret-file would not be used: give one or the other")
+		}
 	}
 	cfg.DecisionLogConfig = dl
 	return cfg, nil
@@ -100,7 +122,26 @@ func openObservers(ctx context.Context, f observeFlags, log *slog.Logger) (*obse
 	if err != nil {
 		return nil, err
 	}
-	return observers.New(ctx, cfg)
+	obs, err := observers.New(ctx, cfg)
+	if err != nil {
+		return nil, f.named(err)
+	}
+	return obs, nil
+}
+
+// named says which flags an error of observers.New is about: its
+// packages name their own options, which the operator set by these flags.
+func (f observeFlags) named(err error) error {
+	var path *fs.PathError
+	switch {
+	case errors.Is(err, insight.ErrInvalidOption):
+		return fmt.Errorf("--top-k %d, --top-window %v: %w", f.topK, f.topWindow, err)
+	case errors.Is(err, tracing.ErrInvalidConfig) && f.otlpEndpoint != "":
+		return fmt.Errorf("--otlp-endpoint %q or the OTEL_* variables: %w", f.otlpEndpoint, err)
+	case errors.Is(err, decisionlog.ErrInvalidConfig), errors.As(err, &path) && path.Path == f.decisionLog:
+		return fmt.Errorf("--decision-log %s: %w", f.decisionLog, err)
+	}
+	return err
 }
 
 // closeObservers flushes the decision log and the spans, within a bound:

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,11 +39,20 @@ func startServe(t *testing.T, args ...string) (httpAddr, grpcAddr string, logs *
 // submatches of the log line ready reports it started with.
 func startCommand(t *testing.T, ready *regexp.Regexp, args []string) ([]string, *servicetest.SyncBuffer) {
 	t.Helper()
+	m, logs, _ := startStoppable(t, ready, args)
+	return m, logs
+}
+
+// startStoppable is startCommand that also returns a stop function, for a
+// test that reads what the command leaves behind when it stops (a flushed
+// log, exported spans); stop is also called when the test ends.
+func startStoppable(t *testing.T, ready *regexp.Regexp, args []string) ([]string, *servicetest.SyncBuffer, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &servicetest.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() { done <- Main(ctx, args, logs, logs) }()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		select {
 		case code := <-done:
@@ -53,10 +63,11 @@ func startCommand(t *testing.T, ready *regexp.Regexp, args []string) ([]string, 
 			t.Errorf("%s did not stop; logs:\n%s", args[0], logs)
 		}
 	})
+	t.Cleanup(stop)
 	deadline := time.Now().Add(timing.Patience)
 	for time.Now().Before(deadline) {
 		if m := ready.FindStringSubmatch(logs.String()); m != nil {
-			return m, logs
+			return m, logs, stop
 		}
 		select {
 		case code := <-done:
@@ -65,7 +76,7 @@ func startCommand(t *testing.T, ready *regexp.Regexp, args []string) ([]string, 
 		}
 	}
 	t.Fatalf("%s did not start; logs:\n%s", args[0], logs)
-	return nil, nil
+	return nil, nil, nil
 }
 
 func allow(t *testing.T, httpAddr, body string) (int, map[string]any) {
