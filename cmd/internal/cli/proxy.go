@@ -281,7 +281,7 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 		return err
 	}
 	watchBreaker(ctx, obs, st)
-	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(), "limit", limit.String(), "by", f.by, "missing", f.missing.String())
+	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "admin", admin.addr(), "upstream", target.String(), "limit", limit.String(), "by", f.by, "missing", f.missing.String())
 	return serveUntilDone(ctx, f.listen, obs.WrapHTTP(mw(rp), "floodgate proxy"), ln, admin, log)
 }
 
@@ -352,7 +352,7 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 		return err
 	}
 	watchBreaker(ctx, obs, st)
-	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "upstream", target.String(),
+	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "admin", admin.addr(), "upstream", target.String(),
 		"store", st.Name(), "policy", f.config, "domains", policies.Domains(), "routes", len(policies.Routes()))
 	return serveUntilDone(ctx, f.listen, obs.WrapHTTP(handler, "floodgate proxy"), ln, admin, log)
 }
@@ -379,6 +379,15 @@ func (f proxyFlags) admin(obs *observers.Set, config string, st *assemble.Stores
 	srv := statusOf(observe.SurfaceProxy, config, st)
 	srv.Policies = policies
 	return &adminListener{ln: ln, handler: obs.AdminHandler(f.adminToken, srv)}, nil
+}
+
+// addr is where the admin listener listens, for the start's log line
+// (--admin 127.0.0.1:0 picks a port); "" without --admin.
+func (a *adminListener) addr() string {
+	if a == nil {
+		return ""
+	}
+	return a.ln.Addr().String()
 }
 
 func closeAdmin(a *adminListener) {
