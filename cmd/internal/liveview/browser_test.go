@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cmd/internal/liveview"
+	"github.com/floodgate-io/floodgate/cmd/internal/liveview/livetest"
 	"github.com/floodgate-io/floodgate/httplimit"
 	"github.com/floodgate-io/floodgate/internal/problem"
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
@@ -29,9 +28,6 @@ import (
 
 // The environment variables of the browser test.
 const (
-	// requireBrowserEnv=1 (set by .ci/run) fails the test when no browser
-	// is found, instead of skipping it.
-	requireBrowserEnv = "FLOODGATE_REQUIRE_BROWSER"
 	// screenshotEnv=1 writes the README's screenshot, docs/img/liveview.png.
 	screenshotEnv = "FLOODGATE_LIVEVIEW_SCREENSHOT"
 )
@@ -47,7 +43,7 @@ const (
 // and change, a wrong token and a failing /admin/status are said, and a
 // key made of markup shows as text.
 func TestLiveViewInABrowser(t *testing.T) {
-	browser := findBrowser(t)
+	browser := livetest.FindBrowser(t)
 	in, err := insight.New(insight.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -58,13 +54,13 @@ func TestLiveViewInABrowser(t *testing.T) {
 	var statusFails atomic.Bool
 	base, stopServer := startServer(t, in, &statusFails)
 	startLoad(t, base)
-	ctx := openBrowser(t, browser)
-	console := watchConsole(ctx)
+	ctx := livetest.OpenBrowser(t, browser)
+	console := livetest.WatchConsole(ctx)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/admin/ui/?refresh=0.25#token="+adminToken)); err != nil {
 		t.Fatal(err)
 	}
 
-	first := waitFor(t, ctx, "the api policy's decisions per second, its top consumers and alice near her limit",
+	first := livetest.WaitFor(t, ctx, "the api policy's decisions per second, its top consumers and alice near her limit",
 		`num(row("api")[1]) > 0 && v.topAdmitted.length && v.topDenied.length && v.near.some((r) => r[2] === "per-key:alice") && v.events.length`)
 	if got := first.Location; strings.Contains(got, adminToken) {
 		t.Errorf("the token stays in the address bar: %s", got)
@@ -84,31 +80,31 @@ func TestLiveViewInABrowser(t *testing.T) {
 
 	// The totals and counts move while the load runs.
 	allowed, units := first.Policies["api"][4], first.TopAdmitted[0][1]
-	waitFor(t, ctx, "the totals and the top count to change",
+	livetest.WaitFor(t, ctx, "the totals and the top count to change",
 		fmt.Sprintf(`row("api")[4] !== %q && v.topAdmitted[0][1] !== %q`, allowed, units))
 
 	// Keys are text, never markup.
-	waitFor(t, ctx, "the markup key among the top consumers", fmt.Sprintf(`v.keys.includes(%q)`, "per-key:"+xssKey))
-	if v := read(t, ctx); v.Images != 0 || v.Title != "Floodgate live view" {
+	livetest.WaitFor(t, ctx, "the markup key among the top consumers", fmt.Sprintf(`v.keys.includes(%q)`, "per-key:"+xssKey))
+	if v := livetest.Read(t, ctx); v.Images != 0 || v.Title != "Floodgate live view" {
 		t.Errorf("a key ran as markup: %d images in the page, title %q", v.Images, v.Title)
 	}
 
 	// A failing /admin/status leaves the rest of the page working.
 	statusFails.Store(true)
-	before := read(t, ctx).Policies["api"][4]
-	waitFor(t, ctx, "the server panel to say /admin/status fails, and the totals to move on",
+	before := livetest.Read(t, ctx).Policies["api"][4]
+	livetest.WaitFor(t, ctx, "the server panel to say /admin/status fails, and the totals to move on",
 		fmt.Sprintf(`v.statusError.includes("503") && row("api")[4] !== %q && !v.banner`, before))
 	statusFails.Store(false)
-	waitFor(t, ctx, "the server panel to recover", `!v.statusError && v.store === "memory"`)
+	livetest.WaitFor(t, ctx, "the server panel to recover", `!v.statusError && v.store === "memory"`)
 
 	// A wrong token is said in the banner, and the right one clears it.
-	useToken(t, ctx, "wrong-token")
-	bad := waitFor(t, ctx, "the 401 banner", `v.bannerStatus === "401"`)
+	livetest.UseToken(t, ctx, "wrong-token")
+	bad := livetest.WaitFor(t, ctx, "the 401 banner", `v.bannerStatus === "401"`)
 	if !strings.Contains(bad.Banner, "token is missing or wrong") {
 		t.Errorf("banner %q does not say the token is wrong", bad.Banner)
 	}
-	useToken(t, ctx, adminToken)
-	waitFor(t, ctx, "the banner to clear with the right token", `!v.banner`)
+	livetest.UseToken(t, ctx, adminToken)
+	livetest.WaitFor(t, ctx, "the banner to clear with the right token", `!v.banner`)
 
 	if os.Getenv(screenshotEnv) == "1" {
 		screenshot(t, ctx)
@@ -119,38 +115,18 @@ func TestLiveViewInABrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/admin/ui/?refresh=abc")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "the banner to say ?refresh=abc is wrong, with the data still shown",
+	livetest.WaitFor(t, ctx, "the banner to say ?refresh=abc is wrong, with the data still shown",
 		`v.banner.includes("?refresh=abc is not a number of seconds") && v.bannerStatus === "" && row("api").length`)
 
 	// A server that goes away is said, and the last data stays.
 	stopServer()
-	gone := waitFor(t, ctx, "the unreachable banner", `v.bannerStatus === "0" && row("api").length`)
+	gone := livetest.WaitFor(t, ctx, "the unreachable banner", `v.bannerStatus === "0" && row("api").length`)
 	if !strings.Contains(gone.Banner, "server is unreachable") {
 		t.Errorf("banner %q does not say the server is unreachable", gone.Banner)
 	}
-	for _, m := range console.stop() {
-		if m.IsException() || m.Source == "security" || (m.Type == chromedp.ConsoleError && m.Source != "network") {
-			t.Errorf("console: %s (%s:%d)", m, m.URL, m.Line)
-		}
+	for _, m := range livetest.Problems(console.Stop()) {
+		t.Errorf("console: %s (%s:%d)", m, m.URL, m.Line)
 	}
-}
-
-// findBrowser returns the path of a Chromium or Chrome, or skips the test
-// (fails it under FLOODGATE_REQUIRE_BROWSER=1) when there is none.
-func findBrowser(t *testing.T) string {
-	t.Helper()
-	names := []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
-	for _, name := range names {
-		if path, err := exec.LookPath(name); err == nil {
-			return path
-		}
-	}
-	msg := fmt.Sprintf("no browser found (looked for %s in PATH): install Debian's chromium to run the live view's browser test", strings.Join(names, ", "))
-	if os.Getenv(requireBrowserEnv) == "1" {
-		t.Fatalf("%s (%s=1 requires it)", msg, requireBrowserEnv)
-	}
-	t.Skipf("%s; set %s=1 to fail instead of skipping", msg, requireBrowserEnv)
-	return ""
 }
 
 // startServer serves, on 127.0.0.1, two limited endpoints reporting to in
@@ -255,92 +231,11 @@ func startLoad(t *testing.T, base string) {
 	})
 }
 
-// openBrowser starts a headless browser with a profile of its own, which
-// goes when the test ends, after the browser has.
-func openBrowser(t *testing.T, path string) context.Context {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.UserDataDir(t.TempDir()), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 1024), chromedp.Flag("lang", "en-US"))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil { // starts the browser on this context
-		t.Fatalf("starting %s: %v", path, err)
-	}
-	return ctx
-}
-
-// view is what the page shows, as text.
-type view struct {
-	Policies     map[string][]string `json:"policies"` // by policy: its row's cells
-	TopAdmitted  [][]string          `json:"topAdmitted"`
-	TopDenied    [][]string          `json:"topDenied"`
-	Near         [][]string          `json:"near"`
-	Events       []string            `json:"events"`
-	Banner       string              `json:"banner"`
-	BannerStatus string              `json:"bannerStatus"`
-	StatusError  string              `json:"statusError"`
-	Store        string              `json:"store"`
-	Images       int                 `json:"images"`
-	Title        string              `json:"title"`
-	Location     string              `json:"location"`
-}
-
-// readView reads the page into a view (v), with helpers for predicates:
-// row(policy) is a policy's cells and num(text) a figure as shown.
-const readView = `
-const cells = (tr) => [...tr.cells].map((td) => td.textContent);
-const rows = (sel) => [...document.querySelectorAll(sel + " tbody tr:not(.empty)")].map(cells);
-const shown = (id) => { const e = document.getElementById(id); return e.hidden ? "" : e.textContent; };
-const v = {
-  policies: Object.fromEntries([...document.querySelectorAll("#policies tbody tr[data-policy]")].map((tr) => [tr.dataset.policy, cells(tr)])),
-  topAdmitted: rows("#top-admitted"), topDenied: rows("#top-denied"), near: rows("#near"),
-  events: [...document.querySelectorAll("#events li")].map((li) => li.textContent),
-  banner: shown("banner"), bannerStatus: document.getElementById("banner").dataset.status || "",
-  statusError: shown("status-error"), store: document.getElementById("status-store").textContent,
-  images: document.images.length, title: document.title, location: location.href,
-};
-v.keys = [...v.topAdmitted, ...v.topDenied, ...v.near].map((r) => r[0]).concat(v.near.map((r) => r[2]));
-const row = (policy) => v.policies[policy] || [];
-const num = (text) => Number(String(text).replace(/,/g, ""));
-`
-
-func read(t *testing.T, ctx context.Context) view {
-	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[view](`(() => {`+readView+`return v; })()`))
-	if err != nil {
-		t.Fatalf("reading the page: %v", err)
-	}
-	return v
-}
-
-// waitFor waits until the page shows what pred (JavaScript over v, row
-// and num) says, checking on every change of the page, and returns it.
-func waitFor(t *testing.T, ctx context.Context, what, pred string) view {
-	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Poll[view](`(() => {`+readView+`return (`+pred+`) ? v : null; })()`,
-		chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(timing.Patience)))
-	if err != nil {
-		t.Fatalf("waiting for %s: %v; the page shows %+v", what, err, read(t, ctx))
-	}
-	return v
-}
-
-// useToken enters token in the page's form, as an operator would.
-func useToken(t *testing.T, ctx context.Context, token string) {
-	t.Helper()
-	js := fmt.Sprintf(`document.getElementById("token").value = %q; document.getElementById("token-form").requestSubmit();`, token)
-	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](js)); err != nil {
-		t.Fatalf("submitting the token form: %v", err)
-	}
-}
-
 // screenshot writes the README's picture of the page, once its
 // sparklines hold 20 s of the load's waves.
 func screenshot(t *testing.T, ctx context.Context) {
 	t.Helper()
-	waitFor(t, ctx, "20 s of sparkline", `document.querySelector("#policies polyline").getAttribute("points").split(" ").length >= 80`)
+	livetest.WaitFor(t, ctx, "20 s of sparkline", `document.querySelector("#policies polyline").getAttribute("points").split(" ").length >= 80`)
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
@@ -350,45 +245,4 @@ func screenshot(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s (%d bytes)", path, len(png))
-}
-
-// consoleLog collects what the page writes to its console.
-type consoleLog struct {
-	mu     sync.Mutex
-	msgs   []chromedp.ConsoleMessage
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func watchConsole(ctx context.Context) *consoleLog {
-	ctx, cancel := context.WithCancel(ctx)
-	c := &consoleLog{cancel: cancel, done: make(chan struct{})}
-	msgs := chromedp.Console(ctx)
-	go func() {
-		defer close(c.done)
-		for m, err := range msgs {
-			if err != nil {
-				if !errors.Is(err, context.Canceled) {
-					c.add(chromedp.ConsoleMessage{Type: chromedp.ConsoleException, Text: "reading the console: " + err.Error()})
-				}
-				return
-			}
-			c.add(m)
-		}
-	}()
-	return c
-}
-
-func (c *consoleLog) add(m chromedp.ConsoleMessage) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.msgs = append(c.msgs, m)
-}
-
-func (c *consoleLog) stop() []chromedp.ConsoleMessage {
-	c.cancel()
-	<-c.done
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.msgs
 }
