@@ -60,7 +60,12 @@ type Shares struct {
 // waited Target or less. While it is standing, a waiter is shed as soon as
 // it has waited more than Target, instead of after MaxWait; the first
 // request admitted from the queue after waiting Target or less (or an
-// empty queue) ends it. The zero value turns it off.
+// empty queue) ends it. So a waiter never waits longer than MaxWait, and,
+// once the queue has stood for Interval, no longer than Target: under
+// overload the queue stops adding delay, and under a burst it still
+// absorbs it. With LIFO the newest waiters keep being served within Target,
+// which ends the standing queue, so the oldest ones wait out MaxWait: LIFO
+// bounds their wait by MaxWait alone. The zero value turns CoDel off.
 type CoDel struct {
 	Target   time.Duration // a wait the backend can live with, e.g. 5ms
 	Interval time.Duration // how long a standing queue is tolerated, e.g. 100ms; > Target

@@ -43,11 +43,13 @@ type rig struct {
 	clock  *floodgate.ManualClock
 	alg    *recorder
 	queued chan struct{}
+	ended  chan int // the number of each enqueued waiter, in the order they end
+	waits  int
 }
 
 func newRig(t limT, limit int, opts LimiterOptions) *rig {
 	t.Helper()
-	r := &rig{clock: floodgate.NewManualClock(limEpoch), alg: &recorder{n: limit}, queued: make(chan struct{}, 1024)}
+	r := &rig{clock: floodgate.NewManualClock(limEpoch), alg: &recorder{n: limit}, queued: make(chan struct{}, 1024), ended: make(chan int, 1024)}
 	opts.Algorithm, opts.Clock = r.alg, r.clock
 	l, err := NewLimiter(opts)
 	if err != nil {
@@ -64,14 +66,28 @@ type acquired struct {
 }
 
 // enqueue starts an Acquire that must wait, and returns once it waits.
+// The waiters are numbered from 0 in the order they were enqueued; each
+// sends its number to r.ended when it ends. Tests receive from r.ended
+// only once Stats says that a waiter left the queue, so that a broken
+// limiter fails them instead of hanging them.
 func (r *rig) enqueue(ctx context.Context, p Priority) <-chan acquired {
-	out := make(chan acquired, 1)
+	out, id := make(chan acquired, 1), r.waits
+	r.waits++
 	go func() {
 		tok, err := r.Acquire(ctx, p)
 		out <- acquired{tok, err}
+		r.ended <- id
 	}()
 	<-r.queued
 	return out
+}
+
+// wantQueued fails the test unless n waiters are queued.
+func (r *rig) wantQueued(t limT, n int, when string) {
+	t.Helper()
+	if s := r.Stats(); s.Queued != n {
+		t.Fatalf("%s: %d queued, want %d (stats %+v)", when, s.Queued, n, s)
+	}
 }
 
 // fill takes n slots as critical requests and returns their tokens.

@@ -157,7 +157,7 @@ func (l *Limiter) dispatch(now time.Time) {
 				break
 			}
 			l.q.remove(w)
-			if c := l.opts.CoDel; c != (CoDel{}) && now.Sub(w.enq) <= c.Target {
+			if cd := l.opts.CoDel; cd != (CoDel{}) && now.Sub(w.enq) <= cd.Target {
 				l.q.standingFrom = now
 			}
 			w.state, w.tok = granted, t

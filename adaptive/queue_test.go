@@ -3,6 +3,7 @@ package adaptive
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -35,16 +36,15 @@ func TestQueueServesByClassThenOrder(t *testing.T) {
 			}
 			return a - b
 		})
-		for _, i := range want {
+		for k, i := range want {
 			held.Success() // frees the one slot, which goes to waiter i
+			r.wantQueued(t, len(want)-k-1, "after a release")
+			if j := <-r.ended; j != i {
+				t.Fatalf("%s queue of %v: waiter %d (%s) served before waiter %d (%s)", order, classes, j, classes[j], i, classes[i])
+			}
 			got := <-waits[i]
 			if got.err != nil {
 				t.Fatalf("%s queue of %v: waiter %d (%s) got %v, want the slot", order, classes, i, classes[i], got.err)
-			}
-			for j, w := range waits {
-				if len(w) > 0 {
-					t.Fatalf("%s queue of %v: waiter %d served before waiter %d", order, classes, j, i)
-				}
 			}
 			held = got.tok
 		}
@@ -86,6 +86,10 @@ func TestFullQueueDisplacesTheLowestClass(t *testing.T) {
 			var arrival <-chan acquired
 			if tc.shed >= 0 {
 				arrival = r.enqueue(ctx, tc.arrival)
+				r.wantQueued(t, len(tc.queued), "after a displacement")
+				if j := <-r.ended; j != tc.shed {
+					t.Fatalf("waiter %d displaced, want waiter %d", j, tc.shed)
+				}
 				got := <-waits[tc.shed]
 				if reason := shedReason(t, got.err); reason != tc.wantWhen {
 					t.Fatalf("displaced waiter: reason %s, want %s", reason, tc.wantWhen)
@@ -134,23 +138,20 @@ func TestWaitEndsAtMaxWait(t *testing.T) {
 			r.clock.Advance(time.Duration(rapid.IntRange(1, 400).Draw(t, "step ms")) * time.Millisecond)
 			r.Expire()
 			now, left := r.clock.Now(), 0
-			for i, w := range waits {
-				if w == nil {
-					continue
-				}
+			for i := range waits {
 				if now.Before(due[i]) {
 					left++
-					continue
 				}
-				got := <-w // shed by Expire: ends now
-				if reason := shedReason(t, got.err); reason != ShedWaitedTooLong {
+			}
+			r.wantQueued(t, left, fmt.Sprintf("at +%s, with %d waiters not yet due", now.Sub(limEpoch), left))
+			for ; ended < n-left; ended++ {
+				i := <-r.ended
+				if now.Before(due[i]) {
+					t.Fatalf("at +%s: waiter %d shed before it was due at +%s", now.Sub(limEpoch), i, due[i].Sub(limEpoch))
+				}
+				if reason := shedReason(t, (<-waits[i]).err); reason != ShedWaitedTooLong {
 					t.Fatalf("waiter %d: reason %s, want %s", i, reason, ShedWaitedTooLong)
 				}
-				waits[i] = nil
-				ended++
-			}
-			if q := r.Stats().Queued; q != left {
-				t.Fatalf("at +%s: %d queued, want the %d not yet due", now.Sub(limEpoch), q, left)
 			}
 		}
 		held.Ignore()
@@ -184,9 +185,12 @@ func TestCoDelShedsFromAStandingQueue(t *testing.T) {
 			first := r.enqueue(t.Context(), Default)
 			r.clock.Advance(time.Millisecond)
 			second := r.enqueue(t.Context(), Default)
+			queued := 2
 			if tc.firstWait < tc.wantShed {
 				r.clock.Set(limEpoch.Add(tc.firstWait))
 				held.Success()
+				queued = 1
+				r.wantQueued(t, queued, "after the first release")
 				if got := <-first; got.err != nil {
 					t.Fatalf("first waiter: %v", got.err)
 				} else {
@@ -195,11 +199,10 @@ func TestCoDelShedsFromAStandingQueue(t *testing.T) {
 			}
 			r.clock.Set(limEpoch.Add(tc.wantShed - time.Millisecond))
 			r.Expire()
-			if len(second) > 0 {
-				t.Fatalf("second waiter shed before +%s: %v", tc.wantShed, (<-second).err)
-			}
+			r.wantQueued(t, queued, fmt.Sprintf("just before +%s", tc.wantShed))
 			r.clock.Set(limEpoch.Add(tc.wantShed))
 			r.Expire()
+			r.wantQueued(t, 0, fmt.Sprintf("at +%s", tc.wantShed))
 			if reason := shedReason(t, (<-second).err); reason != tc.reason {
 				t.Fatalf("second waiter: reason %s, want %s", reason, tc.reason)
 			}
@@ -238,6 +241,7 @@ func TestRaisedLimitServesWaiters(t *testing.T) {
 	w := r.enqueue(t.Context(), Critical)
 	r.alg.n = 3
 	held.Dropped() // the release takes the new limit, which frees two slots
+	r.wantQueued(t, 0, "after the limit grew")
 	got := <-w
 	if got.err != nil {
 		t.Fatalf("waiter after the limit grew: %v", got.err)
