@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/monotime"
 )
 
 // RateLimiter is a floodgate.Limiter that scales every limit it is asked
@@ -69,11 +70,12 @@ type RateLimiter struct {
 	inner  floodgate.Limiter
 	health *Health
 	opts   RateOptions
-	clock  floodgate.Clock
+	clock  floodgate.Clock // nil: mono
+	mono   monotime.Micros // half the cost of time.Now on every request
 	log    *slog.Logger
 
 	steps atomic.Uint32 // the factor applied, in 1/FactorSteps
-	next  atomic.Int64  // unix ns of the next evaluation
+	next  atomic.Int64  // µs since the Unix epoch of the next evaluation
 
 	mu         sync.Mutex // held by the one evaluating; never waited for
 	own        float64    // this node's factor, before quantising and sharing
@@ -156,12 +158,16 @@ func NewRate(inner floodgate.Limiter, opts RateOptions) (*RateLimiter, error) {
 	if inner == nil {
 		return nil, fmt.Errorf("%w: the inner Limiter is nil", ErrInvalidOptions)
 	}
+	clock := opts.Clock
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	r := &RateLimiter{inner: inner, health: opts.Health, opts: opts, clock: opts.Clock, log: opts.Logger, own: 1, shared: 1}
+	r := &RateLimiter{inner: inner, health: opts.Health, opts: opts, clock: clock, log: opts.Logger, own: 1, shared: 1}
+	if clock == nil {
+		r.mono = monotime.New()
+	}
 	r.steps.Store(FactorSteps)
-	r.next.Store(r.clock.Now().Add(opts.Interval).UnixNano())
+	r.next.Store(r.now() + opts.Interval.Microseconds())
 	return r, nil
 }
 
@@ -237,7 +243,7 @@ func (o *RateOptions) check() error {
 // limit scaled by Factor. The request that finds the Interval over
 // evaluates the factor first (with Shared, a round trip to it).
 func (r *RateLimiter) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
-	if now := r.clock.Now(); now.UnixNano() >= r.next.Load() {
+	if now := r.now(); now >= r.next.Load() {
 		r.evaluate(ctx, now)
 	}
 	scaled := scale(limit, r.steps.Load())
@@ -246,6 +252,14 @@ func (r *RateLimiter) AllowN(ctx context.Context, key string, limit floodgate.Li
 		return r.allowCountable(ctx, key, limit, scaled, cost, err)
 	}
 	return d, err
+}
+
+// now is the time in µs since the Unix epoch.
+func (r *RateLimiter) now() int64 {
+	if r.clock != nil {
+		return r.clock.Now().UnixMicro()
+	}
+	return r.mono.Now()
 }
 
 // Factor is the factor applied now, in [Floor, 1], a multiple of
@@ -301,15 +315,16 @@ func gcd(a, b int64) int64 {
 
 // evaluate runs the control loop once, unless another request is running
 // it: requests never wait for it.
-func (r *RateLimiter) evaluate(ctx context.Context, now time.Time) {
+func (r *RateLimiter) evaluate(ctx context.Context, nowUS int64) {
 	if !r.mu.TryLock() {
 		return
 	}
 	defer r.mu.Unlock()
-	if now.UnixNano() < r.next.Load() {
+	if nowUS < r.next.Load() {
 		return // evaluated while this request read the clock
 	}
-	r.next.Store(now.Add(r.opts.Interval).UnixNano())
+	r.next.Store(nowUS + r.opts.Interval.Microseconds())
+	now := time.UnixMicro(nowUS)
 	r.step(now, r.health.Snapshot())
 	f := r.own
 	if r.opts.Shared != nil {

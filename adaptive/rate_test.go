@@ -400,13 +400,16 @@ func setFactor(r *RateLimiter, f float64) {
 // factor below 1.
 func BenchmarkRateAllowN(b *testing.B) {
 	ctx := context.Background()
-	limit := floodgate.PerSecond(1 << 40)
+	limit := floodgate.PerSecond(1_000_000_000) // never denies: the decision's cost alone
 	mem := floodgate.NewMemory()
 	r, err := NewRate(floodgate.NewMemory(), RateOptions{TargetLatency: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
 	setFactor(r, 40.0/64)
+	if _, err := r.AllowN(ctx, "k", limit, 1); err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		l    floodgate.Limiter
