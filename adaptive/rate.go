@@ -33,10 +33,14 @@ import (
 //     (no evidence either way), f stays.
 //
 // Why it is stable: additive increase, multiplicative decrease is the
-// loop TCP congestion control runs. Around the rate the backend can take
-// it settles into a bounded sawtooth, between Decrease·c and c plus one
-// Increase, and a fleet of such loops converges to a fair share because
-// each decrease takes more from the larger factor. A loop oscillates when
+// loop TCP congestion control runs. Around the factor c at which the
+// backend keeps up it settles into a bounded sawtooth: up by Increase per
+// Interval until it passes c, then down by Decrease, and by Decrease once
+// more, a cool-down later, if the backlog the overshoot left is still
+// draining; so within [c·Decrease², c + 2·Increase] (the simulation in
+// rate_test.go: c = 0.4 gives [0.22, 0.48], mean 0.34). A fleet of such
+// loops converges to a fair share because each decrease takes more from
+// the larger factor. A loop oscillates when
 // it acts again before the effect of its last action shows; here the
 // cool-down (by default the health window, so that the verdict after it
 // is made only on outcomes recorded after the decrease) and the
