@@ -201,8 +201,15 @@ func TestRateFollowsBackendCapacity(t *testing.T) {
 	if f := recovered[len(recovered)-1].factor; f != 1 {
 		t.Fatalf("a minute after the backend recovered, the factor is %v, want 1", f)
 	}
-	t.Logf("p99 crossed at +%s, first decrease at +%s; settled factor in [%v, %v], mean %.3f",
-		dropped[crossed].at, dropped[fell].at, lo, hi, mean)
+	back := recovered[0].at
+	for _, tk := range recovered {
+		if tk.factor == 1 {
+			back = tk.at - back
+			break
+		}
+	}
+	t.Logf("p99 crossed at +%s, first decrease at +%s; settled factor in [%v, %v], mean %.3f; back to 1 %s after the recovery",
+		dropped[crossed].at, dropped[fell].at, lo, hi, mean, back)
 }
 
 func minFactor(ticks []rateTick) float64 {
