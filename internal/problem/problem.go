@@ -18,6 +18,15 @@ const (
 	QuotaExceededTitle = "Request cannot be satisfied as assigned quota has been exceeded"
 )
 
+// The problem type of a request shed because the server (or its backend)
+// is overloaded: a 503, not the caller's quota, so not QuotaExceededType.
+// The URI is Floodgate's own; its page explains what to do (come back after
+// Retry-After, or send less sheddable traffic).
+const (
+	OverloadedType  = "https://github.com/floodgate-io/floodgate/blob/main/docs/adaptive.md#overloaded"
+	OverloadedTitle = "Request shed because the server is overloaded"
+)
+
 // Details is a problem details object.
 type Details struct {
 	Type     string   `json:"type"`
@@ -30,6 +39,12 @@ type Details struct {
 // QuotaExceeded is the 429 problem naming the violated policies.
 func QuotaExceeded(violated []string) Details {
 	return Details{Type: QuotaExceededType, Title: QuotaExceededTitle, Status: http.StatusTooManyRequests, Violated: violated}
+}
+
+// Overloaded is the 503 problem of a shed request; detail says which class
+// was shed and why.
+func Overloaded(detail string) Details {
+	return Details{Type: OverloadedType, Title: OverloadedTitle, Status: http.StatusServiceUnavailable, Detail: excerpt.Message(detail)}
 }
 
 // Generic is a problem of type about:blank whose title is the status's

@@ -21,6 +21,9 @@ func TestWrite(t *testing.T) {
 			"type": problem.QuotaExceededType, "title": problem.QuotaExceededTitle, "status": 429.0,
 			"violated-policies": []any{"per-ip", "per-key"},
 		}},
+		{"overloaded is a 503 of its own type, not the quota's", problem.Overloaded("sheddable request shed"), map[string]any{
+			"type": problem.OverloadedType, "title": problem.OverloadedTitle, "status": 503.0, "detail": "sheddable request shed",
+		}},
 		{"generic carries the status text and the detail", problem.Generic(http.StatusBadRequest, "missing header X-API-Key"), map[string]any{
 			"type": "about:blank", "title": "Bad Request", "status": 400.0, "detail": "missing header X-API-Key",
 		}},
