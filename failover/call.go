@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/breaker"
 )
 
 // admit decides whether a decision asks the store. It returns the caller's
@@ -16,15 +17,15 @@ import (
 // open breaker skips the store, or else the breaker phase to call under.
 // It is separate from guard so that a skipped decision builds no closure:
 // during an outage every request takes this path, and it allocates nothing.
-func (l *core) admit(ctx context.Context) (ph *phase, cause, err error) {
+func (l *core) admit(ctx context.Context) (ph *breaker.Phase, cause, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	ph, ok := l.breaker.admit()
+	ph, ok := l.breaker.Admit()
 	if !ok {
 		return nil, ErrBreakerOpen, nil
 	}
-	if ph.state == HalfOpen {
+	if ph.State() == HalfOpen {
 		l.logger().Debug("failover: probing the store", "mode", l.cfg.Mode)
 	}
 	return ph, nil, nil
@@ -35,18 +36,18 @@ func (l *core) admit(ctx context.Context) (ph *phase, cause, err error) {
 // floodgate.ErrStoreUnavailable) when the policy must decide; or err, the
 // caller's context error or an error that says nothing about the store's
 // health (bad input), unchanged.
-func guard[T any](l *core, ctx context.Context, ph *phase, call func(context.Context) (T, error)) (v T, cause, err error) {
+func guard[T any](l *core, ctx context.Context, ph *breaker.Phase, call func(context.Context) (T, error)) (v T, cause, err error) {
 	v, err = callWithTimeout(l, ctx, call)
 	if err == nil {
 		l.succeeded(ph)
 		return v, nil, nil
 	}
 	if gaveUp := callerErr(ctx); gaveUp != nil {
-		l.breaker.abandon(ph)
+		l.breaker.Abandon(ph)
 		return v, nil, gaveUp
 	}
 	if !isUnavailable(err) {
-		l.breaker.abandon(ph)
+		l.breaker.Abandon(ph)
 		return v, nil, err
 	}
 	cause = l.unavailable(err)

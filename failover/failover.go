@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/breaker"
 	"github.com/floodgate-io/floodgate/observe"
 )
 
@@ -206,7 +207,7 @@ type core struct {
 	adjuster floodgate.Adjuster     // nil when the store cannot adjust
 	cfg      Config
 	local    *floodgate.Memory // nil under FailClosed
-	breaker  breaker
+	breaker  breaker.Breaker
 	stats    counters
 	direct   bool // the store honours its context's deadline (DeadlineAware)
 	// selfTimed: the store bounds its calls by Timeout or sooner on its
@@ -261,7 +262,7 @@ func New(store floodgate.Limiter, cfg Config) (Limiter, error) {
 	if cfg.Mode != FailClosed {
 		l.local = newLocal(cfg)
 	}
-	l.breaker.init(cfg.FailureThreshold, cfg.CoolDown, nowFunc(cfg.Clock))
+	l.breaker.Init(cfg.FailureThreshold, cfg.CoolDown, nowFunc(cfg.Clock))
 	switch {
 	case l.batch != nil && l.adjuster != nil:
 		return batchingAdjusting{l}, nil
@@ -404,7 +405,7 @@ func (l *core) decideAll(ctx context.Context, reqs []floodgate.Request) (batchRe
 }
 
 // State implements Limiter.
-func (l *core) State() BreakerState { return l.breaker.state() }
+func (l *core) State() BreakerState { return l.breaker.State() }
 
 // Stats implements Limiter.
 func (l *core) Stats() Stats { return l.stats.snapshot() }

@@ -4,13 +4,14 @@ import (
 	"context"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/breaker"
 )
 
 // succeeded records an answer from the store. When it closes the breaker the
 // local state is dropped: the store has been authoritative again since, so
 // the next outage must not start from counts of the last one.
-func (l *core) succeeded(p *phase) {
-	if !l.breaker.succeeded(p) {
+func (l *core) succeeded(p *breaker.Phase) {
+	if !l.breaker.Succeeded(p) {
 		return
 	}
 	if l.local != nil {
@@ -21,13 +22,13 @@ func (l *core) succeeded(p *phase) {
 
 // failed records a store failure. An outage is logged once, when it starts;
 // the failed probes that follow are debug noise.
-func (l *core) failed(p *phase, cause error) {
-	if !l.breaker.failed(p) {
+func (l *core) failed(p *breaker.Phase, cause error) {
+	if !l.breaker.Failed(p) {
 		return
 	}
 	l.stats.breakerOpens.Add(1)
 	log := l.logger()
-	if p.state == Closed {
+	if p.State() == Closed {
 		log.Warn("failover: store unavailable, circuit breaker open", "mode", l.cfg.Mode,
 			"failures", l.cfg.FailureThreshold, "cool_down", l.cfg.CoolDown, "cause", cause)
 		return
@@ -87,7 +88,7 @@ func opened(d floodgate.Decision) floodgate.Decision {
 
 // closed is FailClosed's answer.
 func (l *core) closed(limit floodgate.Limit) floodgate.Decision {
-	return floodgate.Decision{Limit: capacity(limit), RetryAfter: l.breaker.retryAfter()}
+	return floodgate.Decision{Limit: capacity(limit), RetryAfter: l.breaker.RetryAfter()}
 }
 
 // nodeShare is one node's share of a limit enforced by n nodes: rate and

@@ -20,7 +20,7 @@ var ErrNoPing = errors.New("failover: the store cannot be pinged (no Config.Ping
 // gets no traffic, so without Probe a breaker opened by an outage would
 // stay open, and the node unready, after the store came back.
 func (l *core) Probe(ctx context.Context) error {
-	if l.breaker.state() == Closed {
+	if l.breaker.State() == Closed {
 		return nil
 	}
 	ping := l.ping()
@@ -34,15 +34,15 @@ func (l *core) Probe(ctx context.Context) error {
 	if cause != nil {
 		return cause
 	}
-	if ph.state == Closed { // closed between the check above and admit
+	if ph.State() == Closed { // closed between the check above and admit
 		return nil
 	}
 	_, cause, err = guard(l, ctx, ph, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, ping(ctx)
 	})
-	if err == nil && cause == nil && l.breaker.state() != Closed {
+	if err == nil && cause == nil && l.breaker.State() != Closed {
 		// another probe failed in between: still not answering for sure
-		return fmt.Errorf("%w: the breaker is %s", ErrBreakerOpen, l.breaker.state())
+		return fmt.Errorf("%w: the breaker is %s", ErrBreakerOpen, l.breaker.State())
 	}
 	return errors.Join(cause, err)
 }
