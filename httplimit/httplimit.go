@@ -60,6 +60,16 @@
 // Options.Rules. A plan's rules are named plan/name ("pro/per-key") in the
 // RateLimit fields and in the keys, so the counters of different plans
 // never meet in a shared store.
+//
+// # Concurrency limits and load shedding
+//
+// Rate limits protect the handler from its callers. Concurrency puts an
+// adaptive.Limiter in front of it instead, to protect it from itself: it
+// admits a request while fewer than the limiter's (learned) limit are in
+// flight, sheds the rest by priority class (X-Priority: critical, default,
+// sheddable) with 503 Service Unavailable and Retry-After, and tells the
+// limiter how each admitted request ended. ConcurrencyGate is the same with
+// the limiter chosen per request (one per route: bulkheads).
 package httplimit
 
 import (
