@@ -209,6 +209,18 @@
 // name: a request is still one request, and a named cost is no estimate.
 // A response without a usable amount keeps the estimate (and is logged).
 //
+// A route's concurrency block is its bulkhead in `floodgate proxy`: how
+// many of its requests may be in flight to the upstream at once, so that
+// one slow route cannot take every slot (policy.Concurrency):
+//
+//	concurrency:
+//	  limit: adaptive      # required: adaptive, a whole number, or off (exempt from --concurrency)
+//	  algorithm: gradient2 # with adaptive: gradient2 (default), aimd or vegas
+//	  queue: 20            # how many may wait for a slot; 0 (default): shed at once
+//	  max_wait: 50ms       # the longest wait in the queue; default 100ms with a queue
+//
+// A route without the block takes the proxy's --concurrency flags.
+//
 // Loading checks each route descriptor against the domain's tree: keys
 // that can reach no descriptor with a limit (a misspelt key, entries in the
 // wrong order, stopping above the limit) are an error, with the line.

@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	routeFields      = []string{"name", "host", "path_prefix", "methods", "descriptors", "cost", "costs"}
+	routeFields      = []string{"name", "host", "path_prefix", "methods", "descriptors", "cost", "costs", "concurrency"}
 	routeDescFields  = []string{"entries", "if_missing"}
 	routeEntryFields = []string{"key", "from", "value"}
 )
@@ -98,6 +98,8 @@ func (d *decoder) route(n *yaml.Node, where string, p *policy.Policy) (*policy.R
 			descriptors = f.value
 		case "cost":
 			err = d.routeCost(f.value, where, rt)
+		case "concurrency":
+			rt.Concurrency, err = d.concurrency(f.value, where+": concurrency")
 		default:
 			return nil, d.unknown(f, where, routeFields)
 		}

@@ -59,6 +59,9 @@ type Route struct {
 	// difference is charged or refunded when the response is complete (an
 	// LLM API's tokens).
 	ActualHeader, ActualTrailer string
+	// Concurrency, when set, is the route's own bulkhead (its
+	// `concurrency:` block); nil leaves it to the proxy's --concurrency.
+	Concurrency *Concurrency
 	// File and Line are where the route is written.
 	File string
 	Line int
