@@ -213,11 +213,15 @@
 // many of its requests may be in flight to the upstream at once, so that
 // one slow route cannot take every slot (policy.Concurrency):
 //
-//	concurrency:
-//	  limit: adaptive      # required: adaptive, a whole number, or off (exempt from --concurrency)
-//	  algorithm: gradient2 # with adaptive: gradient2 (default), aimd or vegas
-//	  queue: 20            # how many may wait for a slot; 0 (default): shed at once
-//	  max_wait: 50ms       # the longest wait in the queue; default 100ms with a queue
+//	routes:
+//	  - name: reports
+//	    path_prefix: /reports
+//	    descriptors: []
+//	    concurrency:
+//	      limit: adaptive      # required: adaptive, a whole number, or off (exempt from --concurrency)
+//	      algorithm: gradient2 # with adaptive: gradient2 (default), aimd or vegas
+//	      queue: 20            # how many may wait for a slot; 0 (default): shed at once
+//	      max_wait: 50ms       # the longest wait in the queue; default 100ms with a queue
 //
 // A route without the block takes the proxy's --concurrency flags.
 //
