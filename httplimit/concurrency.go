@@ -229,12 +229,10 @@ func (g *ConcurrencyGate) report(r *http.Request, policy string, p adaptive.Prio
 	if g.obs == nil {
 		return
 	}
-	ctx := observe.Begin(r.Context(), g.obs, observe.SurfaceHTTP, policy)
-	g.obs.Observe(ctx, observe.Event{
+	observe.ReportShed(r.Context(), g.obs, observe.Event{
 		Surface: observe.SurfaceHTTP, Policy: policy, Limit: ConcurrencyLimit, Key: p.String(),
-		Client: peer(r), Outcome: observe.Shed, Cost: 1, Latency: waited,
+		Client: peer(r), Cost: 1, Latency: waited,
 	})
-	observe.End(ctx, g.obs, observe.Summary{Policy: policy, Outcome: observe.Shed, Limits: 1, Latency: waited})
 }
 
 // isToken says whether s is an RFC 9110 token, what a field name must be.
