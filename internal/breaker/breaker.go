@@ -109,6 +109,18 @@ func (b *Breaker) Admit() (*Phase, bool) {
 	return probe, true
 }
 
+// Refuses reports, changing nothing, whether Admit would refuse a call
+// now (open within the cool-down, or half-open with its probe out), and
+// then how long the caller should wait (RetryAfter): a cheap check before
+// work that should not be spent on a call that will be refused.
+func (b *Breaker) Refuses() (time.Duration, bool) {
+	p := b.cur.Load()
+	if p.state == Closed || p.state == Open && !b.now().Before(p.probeAt) {
+		return 0, false
+	}
+	return b.RetryAfter(), true
+}
+
 // Succeeded records a call that worked; it reports whether that closed
 // the breaker.
 func (b *Breaker) Succeeded(p *Phase) bool {

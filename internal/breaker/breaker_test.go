@@ -89,13 +89,22 @@ func TestOneProbeAndRetryAfter(t *testing.T) {
 	if got := b.RetryAfter(); got != 6*time.Second {
 		t.Fatalf("open, 4s in: RetryAfter %v, want 6s", got)
 	}
+	if d, refused := b.Refuses(); !refused || d != 6*time.Second {
+		t.Fatalf("open, 4s in: Refuses() = %v, %v; want 6s, true", d, refused)
+	}
 	now = now.Add(6 * time.Second)
+	if _, refused := b.Refuses(); refused {
+		t.Fatal("open past the cool-down: Refuses() = true, want the probe let through")
+	}
 	probe, ok := b.Admit()
 	if !ok || probe.State() != HalfOpen {
 		t.Fatalf("after the cool-down: admitted %v in %v, want the half-open probe", ok, probe.State())
 	}
 	if _, ok := b.Admit(); ok {
 		t.Fatal("a second call went through during the probe")
+	}
+	if d, refused := b.Refuses(); !refused || d != 10*time.Second {
+		t.Fatalf("half-open: Refuses() = %v, %v; want the cool-down, true", d, refused)
 	}
 	if b.Failed(ph) || b.Succeeded(ph) {
 		t.Fatal("a call of a phase long gone moved the breaker")
