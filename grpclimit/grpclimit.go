@@ -22,6 +22,13 @@
 // draft-ietf-httpapi-ratelimit-headers-10 that the HTTP service sends. A
 // store that cannot answer fails the call with codes.Unavailable: a limiter
 // that should fail open instead is wrapped in the failover package.
+//
+// UnaryConcurrencyInterceptor and StreamConcurrencyInterceptor protect the
+// server from itself rather than from its callers: they admit a call while
+// fewer than an adaptive.Limiter's (learned) limit are in flight, shed the
+// rest by priority class (metadata x-priority: critical, default,
+// sheddable) with codes.Unavailable and gRPC's retry pushback, and tell the
+// limiter how each admitted call ended.
 package grpclimit
 
 import (
