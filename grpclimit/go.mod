@@ -12,6 +12,7 @@ require (
 )
 
 require (
+	github.com/redis/rueidis v1.0.79 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
