@@ -62,8 +62,9 @@
 //     WithThrottleWindow, WithoutThrottle), Google SRE's: over the last 2
 //     minutes, a request is rejected locally, not sent, with probability
 //     max(0, (requests − K·accepts)/(requests + 1)), K = 2. RoundTrip then
-//     returns an error wrapping ErrThrottled. Every attempt counts as a
-//     request, every answer other than 429 and 503 as an accept.
+//     returns an error wrapping ErrThrottled. Every call of RoundTrip counts
+//     as a request (its retries do not: the budget bounds those), and as an
+//     accept when one of its attempts gets an answer other than 429 and 503.
 //   - a pre-emptive pause: when any response (a 200 too) says r=0 with t
 //     seconds in its RateLimit field for a policy, the next requests the
 //     transport sends to that host wait until then (plus a backoff draw)

@@ -86,20 +86,22 @@ var (
 // told the same Retry-After do not all come back at the same instant. When
 // it did not, the wait is the backoff draw alone.
 //
-// It returns ErrRetriesExhausted when n ≥ MaxRetries, ErrWaitTooLong when
-// asked > MaxWait, and ErrPastDeadline when the wait (asked, or the backoff
-// draw) would not end before the deadline: then there is no point waiting.
+// It returns, in this order of precedence, ErrRetriesExhausted when
+// n ≥ MaxRetries, ErrPastDeadline when the wait (asked, or the backoff draw
+// when the server asked for none) would not end before the deadline, and
+// ErrWaitTooLong when asked > MaxWait.
 func (p Policy) Wait(n int, asked time.Duration, told bool, left time.Duration, u float64) (time.Duration, error) {
-	switch {
-	case n >= p.MaxRetries:
+	if n >= p.MaxRetries {
 		return 0, ErrRetriesExhausted
-	case told && asked > p.MaxWait:
-		return 0, ErrWaitTooLong
 	}
 	if !told {
 		asked = 0
 	}
-	return p.after(n, asked, told, left, u)
+	d, err := p.after(n, asked, told, left, u)
+	if err == nil && asked > p.MaxWait {
+		return 0, ErrWaitTooLong
+	}
+	return d, err
 }
 
 // after is the wait asked plus retry n's backoff draw, clipped to end

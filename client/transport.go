@@ -75,13 +75,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
+	if err := t.admit(req, p, t.cfg.clock.Now()); err != nil {
+		return nil, err
+	}
 	why := t.notRetryable(req)
 	r := req
 	for n := 0; ; n++ {
-		now := t.cfg.clock.Now()
-		if err := t.admit(r, p, now, n); err != nil {
-			return nil, err
-		}
 		resp, err := t.base.RoundTrip(r)
 		asked, source, retry := t.observe(r, p, resp, err)
 		if !retry || !t.mayRetry(why, err) {
@@ -91,7 +90,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if werr != nil {
 			return t.giveUp(resp, err, werr)
 		}
-		discard(resp)
+		if resp != nil {
+			discard(resp)
+		}
 		t.cfg.logger.LogAttrs(r.Context(), slog.LevelDebug, "client: retrying",
 			slog.String("method", r.Method), slog.String("host", r.URL.Host), slog.Int("retry", n+1),
 			slog.Duration("wait", d), slog.String("asked_by", source), slog.Any("error", err))
@@ -141,9 +142,12 @@ func (t *transport) mayRetry(why, err error) bool {
 	return false
 }
 
-// admit passes attempt n of r through the throttle and the budget's
-// deposit; a request the throttle rejects is closed and an error.
-func (t *transport) admit(r *http.Request, p *peer, now time.Time, n int) error {
+// admit passes a first attempt through the throttle and the budget's
+// deposit; a request the throttle rejects is closed and an error. Retries
+// pass neither: the throttle counts the caller's requests (SRE's
+// "requests attempted by the application layer"), the budget bounds the
+// retries.
+func (t *transport) admit(r *http.Request, p *peer, now time.Time) error {
 	if p.throttle != nil {
 		if ok, prob := p.throttle.Admit(now, t.cfg.random); !ok {
 			closeBody(r)
@@ -151,7 +155,7 @@ func (t *transport) admit(r *http.Request, p *peer, now time.Time, n int) error 
 				r.Method, r.URL.Host, prob, ErrThrottled)
 		}
 	}
-	if n == 0 && p.budget != nil {
+	if p.budget != nil {
 		p.budget.Deposit(now)
 	}
 	return nil
