@@ -104,14 +104,14 @@ func quotaOf(it Item, policies []Item) (Quota, error) {
 	if err != nil {
 		return Quota{}, err
 	}
-	q.Remaining, q.Reset = r, time.Duration(t)*time.Second
+	q.Remaining, q.Reset = r, secondsDuration(float64(t))
 	for _, p := range policies {
 		if n, ok := itemName(p); ok && n == name {
 			quota, _ := p.Param("q")
 			window, _ := p.Param("w")
 			q.Quota, _ = quota.(int64)
 			w, _ := window.(int64)
-			q.Window = time.Duration(w) * time.Second
+			q.Window = secondsDuration(float64(max(w, 0)))
 			break
 		}
 	}
