@@ -92,6 +92,10 @@ func TestParseQuotas(t *testing.T) {
 			t.Errorf("ParseQuotas(%q, %q) = %v, want ErrMalformed", bad[0], bad[1], err)
 		}
 	}
+	// A t beyond a time.Duration saturates rather than wrapping around.
+	if got, err := headers.ParseQuotas(`"a";r=0;t=999999999999999`, ""); err != nil || got[0].Reset != math.MaxInt64 {
+		t.Fatalf("huge t: %+v, %v; want the largest Duration", got, err)
+	}
 	// What the server writes reads back.
 	qs := []headers.Quota{{Name: "api", Quota: 100, Window: time.Minute, Remaining: 0, Reset: 17 * time.Second}}
 	if got, err := headers.ParseQuotas(headers.LimitValue(qs), headers.PolicyValue(qs)); err != nil || !reflect.DeepEqual(got, qs) {
