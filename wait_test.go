@@ -1,7 +1,6 @@
 package floodgate_test
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -298,10 +297,21 @@ func TestWaitKeepsTheLimitUnderConcurrentWaiters(t *testing.T) {
 		mem := floodgate.NewMemory(floodgate.WithClock(clock))
 		v := newVirtualTimers(clock, n)
 		wait := floodgate.WaitOn(clock, v.after)
+		// The admissions, in the order the Memory made them.
+		var mu sync.Mutex
+		var adm []admitted
+		recording := limiterFunc(func(ctx context.Context, key string, l floodgate.Limit, cost int64) (floodgate.Decision, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			d, err := mem.AllowN(ctx, key, l, cost)
+			if err == nil && d.Allowed {
+				adm = append(adm, admitted{at: clock.Now().UnixMicro(), cost: cost, delay: us(d.Delay)})
+			}
+			return d, err
+		})
 		type result struct {
 			d    floodgate.Decision
 			err  error
-			at   time.Time
 			cost int64
 		}
 		results := make([]result, n)
@@ -312,23 +322,17 @@ func TestWaitKeepsTheLimitUnderConcurrentWaiters(t *testing.T) {
 			wg.Go(func() {
 				defer v.done()
 				<-v.after(arrive)
-				d, err := wait(context.Background(), mem, "k", limit, cost)
-				results[i] = result{d: d, err: err, at: clock.Now(), cost: cost}
+				d, err := wait(context.Background(), recording, "k", limit, cost)
+				results[i] = result{d: d, err: err, cost: cost}
 			})
 		}
 		v.run()
 		wg.Wait()
-		var adm []admitted
 		for _, r := range results {
 			if r.err != nil || !r.d.Allowed {
 				t.Fatalf("a waiter of cost %d under %v: %+v, %v", r.cost, limit, r.d, r.err)
 			}
-			delay := us(r.d.Delay)
-			adm = append(adm, admitted{at: r.at.UnixMicro() - delay, cost: r.cost, delay: delay})
 		}
-		slices.SortFunc(adm, func(a, b admitted) int {
-			return cmp.Or(cmp.Compare(a.at+a.delay, b.at+b.delay), cmp.Compare(a.at, b.at))
-		})
 		checkBound(t, limit, adm)
 	})
 }
