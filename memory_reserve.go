@@ -15,7 +15,7 @@ import (
 //
 //   - LeakyBucket reserves into the future: the reservation's Delay is its
 //     place in the queue, up to Burst−1 emission intervals ahead. Cancel,
-//     before that time comes, gives back the units that no later request
+//     until that time has passed, gives back the units that no later request
 //     has queued behind (as x/time/rate's Cancel does), so that the ones
 //     queued after it keep their spacing.
 //   - TokenBucket reserves only what passes now (Delay 0). Its state holds

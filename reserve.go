@@ -75,7 +75,7 @@ func (r *Reservation) refundable(p *algo.Params, s *algo.State, now int64) int64
 		// giving back could free units those requests still hold.
 		return 0
 	case algo.LeakyBucket:
-		if now >= r.act { // it has left the queue
+		if now > r.act { // it has left the queue
 			return 0
 		}
 		return r.cost - ceilUnits(ticksTakenSince(p, s, end), p.Interval)

@@ -336,3 +336,18 @@ func TestWaitKeepsTheLimitUnderConcurrentWaiters(t *testing.T) {
 		checkBound(t, limit, adm)
 	})
 }
+
+// Wait on a request that passes at once costs one AllowN and allocates
+// nothing.
+func BenchmarkWaitAdmitted(b *testing.B) {
+	m := floodgate.NewMemory()
+	limit := floodgate.PerSecond(1 << 40).WithBurst(1 << 40)
+	limit.Period = 1 << 40 * time.Microsecond // 1 unit per µs, a burst of 2^40
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := floodgate.Wait(ctx, m, "k", limit, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
