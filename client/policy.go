@@ -104,6 +104,20 @@ func (p Policy) Wait(n int, asked time.Duration, told bool, left time.Duration, 
 	return d, err
 }
 
+// Pause is how long to hold a request that a pre-emptive pause of d (the
+// time left until a policy reported at r=0 resets) applies to: d plus a
+// first retry's backoff draw, so that the held requests do not all leave at
+// the same instant, clipped to end before the deadline. It is 0 when d ≤ 0
+// and when d > MaxWait: a pause that long is not kept, the request goes and
+// the server's answer goes to the caller. It returns ErrPastDeadline when d
+// does not end before the deadline (left; math.MaxInt64 for none).
+func (p Policy) Pause(d, left time.Duration, u float64) (time.Duration, error) {
+	if d <= 0 || d > p.MaxWait {
+		return 0, nil
+	}
+	return p.after(0, d, true, left, u)
+}
+
 // after is the wait asked plus retry n's backoff draw, clipped to end
 // before the deadline; ErrPastDeadline when asked (or, when the server
 // asked for nothing, the draw) does not end before it.

@@ -188,7 +188,7 @@ func (t *transport) observe(r *http.Request, p *peer, resp *http.Response, err e
 // that an ordinary answer costs no parsing.
 func (t *transport) quotas(h http.Header, p *peer, refused bool) []headers.Quota {
 	limit := fieldValue(h, limitKey)
-	if limit == "" || !refused && !strings.Contains(limit, "r=0") && p.until.Load() == 0 {
+	if limit == "" || !refused && !strings.Contains(limit, "r=0") && !p.Active() {
 		return nil
 	}
 	qs, err := headers.ParseQuotas(limit, fieldValue(h, policyKey))
@@ -278,30 +278,23 @@ func (t *transport) giveUp(resp *http.Response, err, why error) (*http.Response,
 }
 
 // pause holds req while a RateLimit field said r=0 for one of its host's
-// policies, until that policy's t, plus a backoff draw so that the held
-// requests do not all leave at the same instant. A pause longer than
-// MaxWait is not kept (the request goes, and the server's answer goes to the
-// caller); one past the context's deadline fails at once.
+// policies (Policy.Pause says how long; a pause longer than MaxWait is not
+// kept, one past the context's deadline fails at once).
 func (t *transport) pause(req *http.Request, p *peer) error {
-	until := p.until.Load()
-	if until == 0 {
+	if !p.Active() {
 		return nil
 	}
 	now := t.cfg.clock.Now()
-	d := time.Duration(until - now.UnixNano())
-	if d <= 0 {
-		p.expire(now)
-		return nil
-	}
-	if d > t.cfg.policy.MaxWait {
-		return nil
-	}
+	d := p.Left(now)
 	ctx := req.Context()
 	left := timeLeft(ctx, now)
-	wait, err := t.cfg.policy.after(0, d, true, left, t.cfg.random())
+	wait, err := t.cfg.policy.Pause(d, left, t.cfg.random())
 	if err != nil {
 		return fmt.Errorf("client: %s %s: a RateLimit field said r=0 for the next %v, beyond the context's deadline in %v: %w (%w)",
 			req.Method, req.URL.Host, d, left, err, context.DeadlineExceeded)
+	}
+	if wait == 0 {
+		return nil
 	}
 	if err := t.cfg.sleep(ctx, wait); err != nil {
 		return fmt.Errorf("client: %s %s: pausing %v for a RateLimit field at r=0: %w", req.Method, req.URL.Host, wait, err)
@@ -376,54 +369,14 @@ func closeBody(req *http.Request) {
 type peer struct {
 	budget   *BudgetState   // nil without a budget
 	throttle *ThrottleState // nil without a throttle
-
-	until  atomic.Int64 // the latest end of a pause, Unix nanoseconds; 0 for none
-	mu     sync.Mutex
-	pauses map[string]int64 // policy name → end of its pause
+	Pauses
 }
 
-// record updates the pauses from a response's RateLimit quotas: r=0 with
-// t > 0 pauses the policy until t, any other value ends its pause.
+// record updates the pauses from a response's RateLimit quotas.
 func (p *peer) record(quotas []headers.Quota, now time.Time) {
-	if len(quotas) == 0 {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, q := range quotas {
-		if q.Remaining == 0 && q.Reset > 0 {
-			if p.pauses == nil {
-				p.pauses = make(map[string]int64)
-			}
-			p.pauses[q.Name] = now.Add(q.Reset).UnixNano()
-		} else {
-			delete(p.pauses, q.Name)
-		}
+		p.Note(q.Name, q.Remaining, q.Reset, now)
 	}
-	p.latest(now)
-}
-
-// expire drops the pauses that ended by now.
-func (p *peer) expire(now time.Time) {
-	p.mu.Lock()
-	p.latest(now)
-	p.mu.Unlock()
-}
-
-// latest drops ended pauses and stores the end of the last one in until.
-// Called with mu held.
-func (p *peer) latest(now time.Time) {
-	var last int64
-	for name, end := range p.pauses {
-		if end <= now.UnixNano() {
-			delete(p.pauses, name)
-		}
-		last = max(last, end)
-	}
-	if last <= now.UnixNano() {
-		last = 0
-	}
-	p.until.Store(last)
 }
 
 // peers is a copy-on-write map of hosts to peers: reads take no lock and

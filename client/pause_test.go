@@ -1,0 +1,61 @@
+package client_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/floodgate-io/floodgate/client"
+)
+
+// A pause runs until the last r=0 policy's t; r > 0 ends a policy's pause.
+func TestPausesLastUntilTheLastPolicyResets(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	var p client.Pauses
+	if p.Active() || p.Left(now) != 0 {
+		t.Fatal("the zero Pauses pauses")
+	}
+	p.Note("minute", 0, 40*time.Second, now)
+	p.Note("second", 0, time.Second, now)
+	p.Note("day", 5, time.Hour, now) // r > 0: no pause
+	steps := []struct {
+		at   time.Duration
+		want time.Duration
+	}{{0, 40 * time.Second}, {39 * time.Second, time.Second}, {40 * time.Second, 0}}
+	for _, s := range steps {
+		if got := p.Left(now.Add(s.at)); got != s.want {
+			t.Errorf("Left at +%v = %v, want %v", s.at, got, s.want)
+		}
+	}
+	if p.Active() {
+		t.Error("Active after every pause ended")
+	}
+	p.Note("minute", 0, 40*time.Second, now)
+	p.Note("minute", 3, 40*time.Second, now)
+	if p.Active() {
+		t.Error("r > 0 did not end the policy's pause")
+	}
+}
+
+func TestPolicyPause(t *testing.T) {
+	p := client.Policy{MaxRetries: 0, MaxWait: 30 * time.Second, Backoff: client.Backoff{Base: time.Second, Cap: 8 * time.Second}}
+	const none = time.Duration(1<<63 - 1)
+	cases := []struct {
+		name    string
+		d, left time.Duration
+		want    time.Duration
+		err     error
+	}{
+		{"no pause", 0, none, 0, nil},
+		{"pause plus half the first window", 5 * time.Second, none, 5*time.Second + 500*time.Millisecond, nil},
+		{"jitter clipped at the deadline", 5 * time.Second, 5*time.Second + 100*time.Millisecond, 5*time.Second + 100*time.Millisecond - 1, nil},
+		{"past the deadline", 5 * time.Second, 5 * time.Second, 0, client.ErrPastDeadline},
+		{"above MaxWait: not kept", time.Minute, none, 0, nil},
+	}
+	for _, c := range cases {
+		got, err := p.Pause(c.d, c.left, 0.5)
+		if got != c.want || !errors.Is(err, c.err) {
+			t.Errorf("%s: Pause(%v, %v) = %v, %v; want %v, %v", c.name, c.d, c.left, got, err, c.want, c.err)
+		}
+	}
+}
