@@ -76,6 +76,30 @@ func (c *config) fail(err error) {
 // would meet it, wrapping ErrInvalidOption; nil when all are valid.
 func Validate(opts ...Option) error { return newConfig(opts).err }
 
+// Settings are what a list of Options resolves to, for transports other
+// than NewTransport's built on this package's pieces: grpclimit's client
+// interceptors take the same Options.
+type Settings struct {
+	Policy             Policy
+	Budget             *Budget   // nil: WithoutBudget
+	Throttle           *Throttle // nil: WithoutThrottle
+	RetryNonIdempotent bool      // WithRetryNonIdempotent
+	Clock              floodgate.Clock
+	Sleep              Sleeper
+	Random             func() float64 // uniform in [0, 1); safe for concurrent use
+	Logger             *slog.Logger
+}
+
+// Resolve applies opts to the defaults of NewTransport. It reports the
+// first invalid option as Validate does, with the settings so far.
+func Resolve(opts ...Option) (Settings, error) {
+	c := newConfig(opts)
+	return Settings{
+		Policy: c.policy, Budget: c.budget, Throttle: c.throttle, RetryNonIdempotent: c.nonIdempotent,
+		Clock: c.clock, Sleep: c.sleep, Random: c.random, Logger: c.logger,
+	}, c.err
+}
+
 // WithMaxRetries sets how many times a request is retried after its first
 // attempt (default DefaultMaxRetries, 3); 0 turns retries off, keeping the
 // throttle and the pre-emptive pause. n < 0 is invalid.

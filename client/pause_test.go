@@ -59,3 +59,14 @@ func TestPolicyPause(t *testing.T) {
 		}
 	}
 }
+
+func TestResolve(t *testing.T) {
+	s, err := client.Resolve(client.WithMaxRetries(5), client.WithoutBudget())
+	if err != nil || s.Policy.MaxRetries != 5 || s.Budget != nil || s.Throttle == nil || *s.Throttle != client.DefaultThrottle ||
+		s.Policy.MaxWait != client.DefaultMaxWait || s.Clock == nil || s.Sleep == nil || s.Random == nil || s.Logger == nil {
+		t.Errorf("Resolve = %+v, %v; want 5 retries, no budget, the other defaults", s, err)
+	}
+	if _, err := client.Resolve(client.WithMaxRetries(-1)); !errors.Is(err, client.ErrInvalidOption) {
+		t.Errorf("Resolve(WithMaxRetries(-1)) error %v, want ErrInvalidOption", err)
+	}
+}
