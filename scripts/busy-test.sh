@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 runs=${BUSY_RUNS:-2}
 burners=${BUSY_BURNERS:-2}
 packages=("$@")
-[ ${#packages[@]} -gt 0 ] || packages=(./... ./cmd/... ./cluster/... ./grpclimit/... ./benchmarks/... ./internal/faults/... ./deploy/... ./telemetry/...)
+[ ${#packages[@]} -gt 0 ] || packages=(./... ./cmd/... ./cluster/... ./grpclimit/... ./serviceclient/... ./benchmarks/... ./internal/faults/... ./deploy/... ./telemetry/...)
 
 pids=()
 stop_burners() {
