@@ -87,9 +87,11 @@
 //
 // # The pieces, for other transports
 //
-// Backoff, Policy (retry count, maximum wait, deadline), Budget and
-// Throttle know nothing of HTTP: a gRPC interceptor reads the server's wait
-// from retry pushback and uses the same types.
+// Backoff, Policy (retry count, maximum wait, deadline), Budget, Throttle
+// and Pauses know nothing of HTTP, and Resolve turns Options into their
+// Settings: grpclimit's client interceptors read the server's wait from
+// retry pushback, RetryInfo and the ratelimit metadata, and take the same
+// Options and types.
 //
 // # Compared with go-retryablehttp and cenkalti/backoff
 //
