@@ -3,14 +3,17 @@ package grpclimit_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/client"
 	"github.com/floodgate-io/floodgate/grpclimit"
 )
 
@@ -54,4 +57,31 @@ func ExampleUnaryServerInterceptor() {
 	// acme: created
 	// acme: ResourceExhausted, retry in 30s
 	// globex: created
+}
+
+// A client that retries the read-only methods of a service when the server
+// refuses them with RESOURCE_EXHAUSTED or UNAVAILABLE, waiting what the
+// server asks (at most 10 s here), within the default retry budget and
+// throttle.
+func ExampleUnaryClientInterceptor() {
+	readOnly := func(fullMethod string) bool {
+		return strings.HasPrefix(fullMethod, "/shop.Catalog/Get") || strings.HasPrefix(fullMethod, "/shop.Catalog/List")
+	}
+	opts := []grpclimit.ClientOption{
+		grpclimit.RetryMethods(readOnly),
+		grpclimit.RetryOptions(client.WithMaxRetries(2), client.WithMaxWait(10*time.Second)),
+	}
+	if err := grpclimit.ValidateClient(opts...); err != nil {
+		panic(err)
+	}
+	conn, err := grpc.NewClient("catalog.internal:443",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithChainUnaryInterceptor(grpclimit.UnaryClientInterceptor(opts...)),
+		grpc.WithChainStreamInterceptor(grpclimit.StreamClientInterceptor(opts...)))
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+	fmt.Println(conn.Target())
+	// Output: catalog.internal:443
 }

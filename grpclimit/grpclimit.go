@@ -29,6 +29,54 @@
 // rest by priority class (metadata x-priority: critical, default,
 // sheddable) with codes.Unavailable and gRPC's retry pushback, and tell the
 // limiter how each admitted call ended.
+//
+// # The client side
+//
+// UnaryClientInterceptor and StreamClientInterceptor are the other half:
+// they make a client wait the way a server refusing it asks, with the HTTP
+// transport's policy (package client: client.Policy, Budget, Throttle,
+// Pauses), kept per target (grpc.ClientConn.Target):
+//
+//   - RESOURCE_EXHAUSTED (a quota) and UNAVAILABLE (an overload, a
+//     transient failure) are retried, up to 3 times
+//     (client.WithMaxRetries, through RetryOptions), for the methods
+//     RetryMethods marks safe to run twice, or every method with
+//     RetryAllMethods. By default none is: gRPC does not know which
+//     methods are idempotent, as gRPC's own retry policy retries only the
+//     codes a service config lists.
+//   - The wait is the first the server gives of: the grpc-retry-pushback-ms
+//     trailer (RetryPushbackKey; a negative or malformed value means do not
+//     retry, as gRFC A6 says), a google.rpc.RetryInfo detail's retry_delay,
+//     the longest t of the policies at r=0 in the ratelimit metadata
+//     (LimitKey, PolicyKey) that this package's server interceptors send;
+//     otherwise backoff with full jitter (client.Backoff). A backoff draw
+//     is added to a server's wait so that refused clients do not return
+//     together. A wait above 30 s (client.WithMaxWait) is not waited: the
+//     refusal goes back to the caller.
+//   - A wait past the context's deadline is not started: the call fails at
+//     once with codes.DeadlineExceeded and an error wrapping
+//     context.DeadlineExceeded and client.ErrPastDeadline that says what
+//     the server asked.
+//   - Retries are kept within a retry budget (client.DefaultBudget), calls
+//     go through Google SRE's adaptive throttle (client.DefaultThrottle; a
+//     call it rejects fails unsent with codes.Unavailable, wrapping
+//     client.ErrThrottled), and ratelimit metadata at r=0 on any answer
+//     holds the next calls to that target until the policy's t.
+//   - A stream is retried only when it fails to open, before any message
+//     was sent or received (see StreamClientInterceptor).
+//
+// gRPC's own retry policy (a service config's retryPolicy with
+// retryableStatusCodes, and retryThrottling) is the other way: it is
+// transparent, honours retry pushback, can retry on another backend, and
+// retries streams while their messages fit its buffer; but it must be
+// configured per service in the service config, does not read RetryInfo or
+// the ratelimit metadata, keeps no pause and has no SRE throttle (its
+// retryThrottling is a token bucket much like client.Budget). Use it for
+// transient failures of services whose config you control; use these
+// interceptors against rate-limited servers, where the caller knows which
+// methods are safe to repeat. Do not enable both for the same codes: each
+// of the interceptor's attempts would be retried by gRPC's policy, and the
+// retries multiply (4 × 4 = up to 16 calls for one with 3 retries each).
 package grpclimit
 
 import (
