@@ -352,7 +352,20 @@ func callError(code codes.Code, msg string, errs ...error) error {
 }
 
 func (e *callErr) Error() string {
-	return fmt.Sprintf("rpc error: code = %s desc = %s: %v", e.st.Code(), e.st.Message(), errors.Join(e.errs...))
+	var b strings.Builder
+	b.WriteString(e.st.Err().Error())
+	for i, err := range e.errs {
+		sep := "; "
+		if i == 0 {
+			sep = " ("
+		}
+		b.WriteString(sep)
+		b.WriteString(err.Error())
+	}
+	if len(e.errs) > 0 {
+		b.WriteByte(')')
+	}
+	return b.String()
 }
 func (e *callErr) Unwrap() []error            { return e.errs }
 func (e *callErr) GRPCStatus() *status.Status { return e.st }
