@@ -62,7 +62,7 @@ type service struct {
 
 // startServe runs `floodgate serve` with testPolicy on ports the system
 // picks, waits for /readyz, and stops it by its PID with the test.
-func startServe(t *testing.T, args ...string) *service {
+func startServe(t testing.TB, args ...string) *service {
 	t.Helper()
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(policy, []byte(testPolicy), 0o600); err != nil {
@@ -125,7 +125,7 @@ func readServing(r io.Reader) (serving, error) {
 
 // waitReady polls /readyz until it answers 200, for at most
 // timing.Patience.
-func waitReady(t *testing.T, base string) {
+func waitReady(t testing.TB, base string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timing.Patience)
 	defer cancel()
