@@ -86,7 +86,7 @@ func (c *Client) allowHTTP(ctx context.Context, key string, limit floodgate.Limi
 func (c *Client) decideHTTP(ctx context.Context, domain string, descs []Descriptor, cost int64) (Result, error) {
 	body := allowRequest{Domain: domain, Cost: cost, Descriptors: make([]descriptorJSON, len(descs))}
 	for i, d := range descs {
-		body.Descriptors[i] = descriptorJSON{Entries: d.Entries, Costs: d.Costs}
+		body.Descriptors[i] = descriptorJSON(d)
 	}
 	a, err := c.post(ctx, body)
 	if err != nil {
