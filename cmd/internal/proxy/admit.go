@@ -21,10 +21,10 @@ type admitted struct {
 	req   engine.Request
 }
 
-// admit decides r by its route. It returns true when r may go upstream,
-// with the RateLimit fields set on w; otherwise it has answered r.
-func (p *Proxy) admit(w http.ResponseWriter, r *http.Request) (admitted, bool) {
-	route := p.engine.Policies().RouteFor(r)
+// admit decides r by its route (nil: none matched). It returns true when
+// r may go upstream, with the RateLimit fields set on w; otherwise it has
+// answered r.
+func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, route *policy.Route) (admitted, bool) {
 	if route == nil || len(route.Descriptors) == 0 {
 		return admitted{}, true
 	}

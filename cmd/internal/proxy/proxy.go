@@ -42,6 +42,10 @@ type Options struct {
 	// request or response body (the exchange is cut). 0 means
 	// DefaultUpstreamTimeout.
 	UpstreamTimeout time.Duration
+	// Protection puts a bulkhead and an upstream circuit breaker in front
+	// of each route (and one of each for the requests no route matches);
+	// the zero value puts neither.
+	Protection Protection
 }
 
 // Forwarding configures NewReverseProxy.
@@ -59,7 +63,8 @@ type Forwarding struct {
 // for concurrent use.
 type Proxy struct {
 	engine   *engine.Engine
-	forward  *httputil.ReverseProxy
+	guards   *bulkheads
+	gate     *httplimit.ConcurrencyGate
 	log      *slog.Logger
 	maxDelay time.Duration
 	bodies   quotaBodies
@@ -88,7 +93,15 @@ func New(opts Options) (*Proxy, error) {
 	if p.maxDelay == 0 {
 		p.maxDelay = DefaultMaxDelay
 	}
-	p.forward = NewReverseProxy(u, Forwarding{Transport: opts.Transport, UpstreamTimeout: opts.UpstreamTimeout, Logger: p.log})
+	var err error
+	fw := Forwarding{Transport: opts.Transport, UpstreamTimeout: opts.UpstreamTimeout, Logger: p.log}
+	if p.guards, err = newBulkheads(u, fw, opts.Protection); err != nil {
+		return nil, err
+	}
+	if _, err := p.guards.lookup(opts.Engine.Policies(), nil); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	p.gate = opts.Protection.Gate
 	return p, nil
 }
 
@@ -125,7 +138,9 @@ type bufferPool struct{ pool sync.Pool }
 func (b *bufferPool) Get() []byte  { return b.pool.Get().(*[32 << 10]byte)[:] }
 func (b *bufferPool) Put(p []byte) { b.pool.Put((*[32 << 10]byte)(p)) }
 
-// ServeHTTP limits r by its route, then forwards it.
+// ServeHTTP limits r by its route, then forwards it: the route's open
+// breaker answers 503 first, then its rate limits 429, then its bulkhead
+// 503 when it sheds r.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if hasDotSegment(r.URL.Path) {
 		// The upstream may resolve "/public/../admin" to "/admin", a path
@@ -133,7 +148,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "the path has \".\" or \"..\" segments; send it resolved")
 		return
 	}
-	a, ok := p.admit(w, r)
+	set := p.engine.Policies()
+	route := set.RouteFor(r)
+	g, err := p.guards.lookup(set, route)
+	if err != nil { // a reloaded set whose bulkheads cannot be built
+		p.log.Error("route protection", "error", err)
+		writeProblem(w, http.StatusInternalServerError, "the proxy's bulkheads could not be built; see its log")
+		return
+	}
+	if g.refused(w) {
+		return
+	}
+	a, ok := p.admit(w, r, route)
 	if !ok {
 		return
 	}
@@ -144,10 +170,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
 	if a.route == nil || !a.route.Reconciles() {
-		p.forward.ServeHTTP(w, r)
+		g.serve(p.gate, w, r, g.forward)
 		return
 	}
-	p.reconcile(r, a, httplimit.ServeRecorded(w, r, p.forward))
+	g.serve(p.gate, w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.reconcile(r, a, httplimit.ServeRecorded(w, r, g.forward))
+	}))
 }
 
 // upstreamFailed answers 504 when the upstream stayed silent too long
@@ -156,6 +184,11 @@ func upstreamFailed(log *slog.Logger) func(http.ResponseWriter, *http.Request, e
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		if r.Context().Err() != nil {
 			return // the client left; nobody to answer
+		}
+		var open *breakerOpenError
+		if errors.As(err, &open) {
+			open.g.writeOpen(w, open.retryAfter)
+			return
 		}
 		log.Warn("upstream request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 		if errors.Is(err, ErrUpstreamTimeout) {
