@@ -141,7 +141,11 @@ type ShedError struct {
 }
 
 func (e *ShedError) Error() string {
-	return fmt.Sprintf("adaptive: %s request shed: %s (retry after %s)", e.Priority, reasonText[e.Reason], e.RetryAfter)
+	why := "for an unknown reason"
+	if e.Reason >= 0 && e.Reason < numReasons {
+		why = reasonText[e.Reason]
+	}
+	return fmt.Sprintf("adaptive: %s request shed: %s (retry after %s)", e.Priority, why, e.RetryAfter)
 }
 
 // Unwrap makes errors.Is(err, ErrShed) hold.
@@ -201,7 +205,7 @@ type Limiter struct {
 	admitted                             [numClasses]atomic.Uint64
 	shed                                 [numClasses][numReasons]atomic.Uint64
 
-	onQueued func() // test hook: a waiter has just been queued
+	onQueued func(context.Context) // test hook: the Acquire of ctx has just been queued
 }
 
 // NewLimiter checks opts and returns a Limiter starting at the
@@ -332,7 +336,7 @@ func (l *Limiter) Acquire(ctx context.Context, p Priority) (Token, error) {
 	deadline := l.deadline(w)
 	l.mu.Unlock()
 	if l.onQueued != nil {
-		l.onQueued()
+		l.onQueued(ctx)
 	}
 	return l.wait(ctx, w, deadline)
 }

@@ -40,22 +40,29 @@ func (r *recorder) Update(s Sample) int {
 // themselves, so that tests know when an Acquire is waiting.
 type rig struct {
 	*Limiter
-	clock  *floodgate.ManualClock
-	alg    *recorder
-	queued chan struct{}
-	ended  chan int // the number of each enqueued waiter, in the order they end
-	waits  int
+	clock *floodgate.ManualClock
+	alg   *recorder
+	ended chan int // the number of each enqueued waiter, in the order they end
+	waits int
 }
+
+// queuedKey carries, in an Acquire's context, the channel its Limiter's
+// test hook signals when the Acquire is queued.
+type queuedKey struct{}
 
 func newRig(t limT, limit int, opts LimiterOptions) *rig {
 	t.Helper()
-	r := &rig{clock: floodgate.NewManualClock(limEpoch), alg: &recorder{n: limit}, queued: make(chan struct{}, 1024), ended: make(chan int, 1024)}
+	r := &rig{clock: floodgate.NewManualClock(limEpoch), alg: &recorder{n: limit}, ended: make(chan int, 1024)}
 	opts.Algorithm, opts.Clock = r.alg, r.clock
 	l, err := NewLimiter(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.onQueued = func() { r.queued <- struct{}{} }
+	l.onQueued = func(ctx context.Context) {
+		if ch, ok := ctx.Value(queuedKey{}).(chan struct{}); ok {
+			ch <- struct{}{}
+		}
+	}
 	r.Limiter = l
 	return r
 }
@@ -65,20 +72,26 @@ type acquired struct {
 	err error
 }
 
-// enqueue starts an Acquire that must wait, and returns once it waits.
-// The waiters are numbered from 0 in the order they were enqueued; each
-// sends its number to r.ended when it ends. Tests receive from r.ended
-// only once Stats says that a waiter left the queue, so that a broken
-// limiter fails them instead of hanging them.
+// enqueue starts an Acquire that is expected to wait, and returns once it
+// waits (or, if it did not have to, once it ended). The waiters are
+// numbered from 0 in the order they were enqueued; each sends its number
+// to r.ended when it ends. Tests receive from r.ended only once Stats says
+// that a waiter left the queue, so that a broken limiter fails them
+// instead of hanging them.
 func (r *rig) enqueue(ctx context.Context, p Priority) <-chan acquired {
 	out, id := make(chan acquired, 1), r.waits
+	queued, done := make(chan struct{}, 1), make(chan struct{})
 	r.waits++
 	go func() {
-		tok, err := r.Acquire(ctx, p)
+		tok, err := r.Acquire(context.WithValue(ctx, queuedKey{}, queued), p)
 		out <- acquired{tok, err}
+		close(done)
 		r.ended <- id
 	}()
-	<-r.queued
+	select {
+	case <-queued:
+	case <-done:
+	}
 	return out
 }
 

@@ -270,3 +270,84 @@ func TestSystemClockTimerShedsAWaiter(t *testing.T) {
 		t.Fatalf("shed after %s, before MaxWait 20ms", waited)
 	}
 }
+
+// No token leaks: whatever mix of waits, cancellations, expiries and
+// releases happens, every Acquire ends in exactly one outcome, and once
+// every token is released nothing is in flight or queued.
+func TestEveryAcquireEndsOnce(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		limit := rapid.IntRange(1, 4).Draw(t, "limit")
+		r := newRig(t, limit, LimiterOptions{MaxQueue: 4, MaxWait: 100 * time.Millisecond,
+			CoDel: CoDel{Target: 5 * time.Millisecond, Interval: 20 * time.Millisecond}})
+		var held []Token
+		var waits []<-chan acquired
+		var cancels []context.CancelFunc
+		handedOut := 0
+		for range rapid.IntRange(1, 40).Draw(t, "steps") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0:
+				p := rapid.SampledFrom([]Priority{Sheddable, Default, Critical}).Draw(t, "class")
+				if tok, ok := r.TryAcquire(p); ok {
+					held, handedOut = append(held, tok), handedOut+1
+				} else if s := r.Stats(); s.Queued < 4 || p > Sheddable {
+					ctx, cancel := context.WithCancel(t.Context())
+					if s.Queued == 4 && !r.hasLower(p) {
+						cancel()
+						continue // would be refused at once: Acquire does not queue it
+					}
+					waits, cancels = append(waits, r.enqueue(ctx, p)), append(cancels, cancel)
+				}
+			case 1:
+				if len(cancels) > 0 {
+					cancels[rapid.IntRange(0, len(cancels)-1).Draw(t, "cancel")]()
+				}
+			case 2:
+				if len(held) > 0 {
+					i := rapid.IntRange(0, len(held)-1).Draw(t, "release")
+					[]func(){held[i].Success, held[i].Dropped, held[i].Ignore}[i%3]()
+					held = slices.Delete(held, i, i+1)
+				}
+			case 3:
+				r.clock.Advance(time.Duration(rapid.IntRange(1, 50).Draw(t, "ms")) * time.Millisecond)
+				r.Expire()
+			}
+		}
+		for _, cancel := range cancels {
+			cancel()
+		}
+		for range waits {
+			if got := <-waits[<-r.ended]; got.err == nil {
+				held, handedOut = append(held, got.tok), handedOut+1
+			}
+		}
+		for _, tok := range held {
+			tok.Success()
+			tok.Success() // a second release is a no-op
+		}
+		s := r.Stats()
+		if s.InFlight != 0 || s.Queued != 0 {
+			t.Fatalf("stats %+v after every token was released: want nothing in flight or queued", s)
+		}
+		var admitted uint64
+		for _, n := range s.Admitted {
+			admitted += n
+		}
+		// A slot granted to a waiter as its context ends goes back unused:
+		// counted as admitted, never handed out.
+		if admitted < uint64(handedOut) || admitted > uint64(handedOut+len(cancels)) {
+			t.Fatalf("%d admissions counted, %d tokens handed out, %d waiters cancelled", admitted, handedOut, len(cancels))
+		}
+	})
+}
+
+// hasLower says whether a waiter of a class below p is queued.
+func (r *rig) hasLower(p Priority) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c := Sheddable; c < p; c++ {
+		if r.q.head[c] != nil {
+			return true
+		}
+	}
+	return false
+}
