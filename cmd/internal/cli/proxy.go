@@ -51,6 +51,7 @@ type proxyFlags struct {
 	adminAddr  string
 	adminToken string
 	fleetGiven []string // cluster flags given without --config
+	conc       concurrencyFlags
 }
 
 func newProxyCmd() *cobra.Command {
@@ -115,6 +116,7 @@ func newProxyCmd() *cobra.Command {
 	f.gcFloor.register(fl)
 	f.listen.register(fl, true)
 	f.observe.register(fl)
+	f.conc.register(fl)
 	fl.StringVar(&f.adminAddr, "admin", "",
 		"listen address of an admin listener serving /metrics, /healthz, the admin JSON routes (/admin/top, /admin/near-limit, /admin/events, /admin/stats, /admin/status) and the live view /admin/ui/ (default: none)")
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token of the admin listener's /admin routes (empty: they are off; /metrics stays open)")
@@ -270,7 +272,17 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--limit/--algorithm/--burst: %w", err)
 	}
-	rp := proxy.NewReverseProxy(target, proxy.Forwarding{UpstreamTimeout: f.listen.upstreamTimeout, Logger: log})
+	prot, err := f.conc.protection(obs, "proxy")
+	if err != nil {
+		return err
+	}
+	rp, err := proxy.NewProtected(target, proxy.Forwarding{UpstreamTimeout: f.listen.upstreamTimeout, Logger: log}, prot)
+	if err != nil {
+		return err
+	}
+	if err := obs.Registry.Register(rp.Collector()); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", f.httpAddr, err)
@@ -281,7 +293,8 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 		return err
 	}
 	watchBreaker(ctx, obs, st)
-	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "admin", admin.addr(), "upstream", target.String(), "limit", limit.String(), "by", f.by, "missing", f.missing.String())
+	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "admin", admin.addr(), "upstream", target.String(), "limit", limit.String(), "by", f.by, "missing", f.missing.String(),
+		"concurrency", concurrencyString(prot.Concurrency))
 	return serveUntilDone(ctx, f.listen, obs.WrapHTTP(mw(rp), "floodgate proxy"), ln, admin, log)
 }
 
@@ -330,8 +343,16 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if f.maxDelay <= 0 {
 		return fmt.Errorf("--max-delay %s: want a positive duration", f.maxDelay)
 	}
-	handler, err := proxy.New(proxy.Options{Upstream: target, Engine: eng, Logger: log, MaxDelay: f.maxDelay, UpstreamTimeout: f.listen.upstreamTimeout})
+	prot, err := f.conc.protection(obs, "")
 	if err != nil {
+		return err
+	}
+	handler, err := proxy.New(proxy.Options{Upstream: target, Engine: eng, Logger: log, MaxDelay: f.maxDelay, UpstreamTimeout: f.listen.upstreamTimeout,
+		Protection: prot})
+	if err != nil {
+		return err
+	}
+	if err := obs.Registry.Register(handler.Collector()); err != nil {
 		return err
 	}
 	routes := requireRoutes(f.config, f.reload)
@@ -353,7 +374,8 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	}
 	watchBreaker(ctx, obs, st)
 	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "admin", admin.addr(), "upstream", target.String(),
-		"store", st.Name(), "policy", f.config, "domains", policies.Domains(), "routes", len(policies.Routes()))
+		"store", st.Name(), "policy", f.config, "domains", policies.Domains(), "routes", len(policies.Routes()),
+		"concurrency", concurrencyString(prot.Concurrency))
 	return serveUntilDone(ctx, f.listen, obs.WrapHTTP(handler, "floodgate proxy"), ln, admin, log)
 }
 
