@@ -185,7 +185,10 @@ type Stats struct {
 // A Limiter admits requests while fewer than its Algorithm's limit are in
 // flight, queues or sheds the others by priority, and feeds the outcome of
 // each admitted request back to the Algorithm. It is safe for concurrent
-// use: admission and release each take one short lock and allocate nothing.
+// use: admission and release each take one short lock and allocate nothing
+// (the Algorithm's Update runs under that lock, which is what serialises
+// it). Acquire allocates only the error of a refusal, and a waiter when it
+// has to wait and its pool is empty.
 type Limiter struct {
 	alg     Algorithm
 	clock   floodgate.Clock

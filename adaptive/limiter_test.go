@@ -437,3 +437,15 @@ func BenchmarkAcquireContended(b *testing.B) {
 		}
 	})
 }
+
+// The refusal at the limit, which overload makes the common case.
+func BenchmarkTryAcquireRefused(b *testing.B) {
+	alg, _ := NewFixed(1)
+	l, _ := NewLimiter(LimiterOptions{Algorithm: alg})
+	held, _ := l.TryAcquire(Critical)
+	defer held.Ignore()
+	b.ReportAllocs()
+	for b.Loop() {
+		l.TryAcquire(Sheddable)
+	}
+}
