@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,17 @@ func (o Order) String() string {
 	return "unknown"
 }
 
+// ParseOrder reads an order's name (fifo or lifo, case insensitive), as a
+// flag or a configuration file spells it.
+func ParseOrder(s string) (Order, bool) {
+	for _, o := range []Order{FIFO, LIFO} {
+		if strings.EqualFold(s, o.String()) {
+			return o, true
+		}
+	}
+	return FIFO, false
+}
+
 // The shares of the limit that the lower classes may fill when
 // LimiterOptions.Shares is left zero. Critical may always fill all of it.
 const (
@@ -58,7 +70,7 @@ type Shares struct {
 // of CoDel for server queues. The queue is standing when, for a whole
 // Interval, it was never empty and no request left it for a slot having
 // waited Target or less. While it is standing, a waiter is shed as soon as
-// it has waited more than Target, instead of after MaxWait; the first
+// it has waited Target, instead of after MaxWait; the first
 // request admitted from the queue after waiting Target or less (or an
 // empty queue) ends it. So a waiter never waits longer than MaxWait, and,
 // once the queue has stood for Interval, no longer than Target: under
@@ -110,7 +122,7 @@ const (
 	ShedAtLimit       ShedReason = iota // no slot free for its class, and no queue (or TryAcquire)
 	ShedQueueFull                       // the queue was full of requests of its class or higher
 	ShedWaitedTooLong                   // it waited MaxWait
-	ShedStandingQueue                   // CoDel: it waited more than Target while the queue stood
+	ShedStandingQueue                   // CoDel: it waited Target while the queue stood
 	ShedDisplaced                       // a higher class took its place in a full queue
 	numReasons
 )

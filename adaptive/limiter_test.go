@@ -449,3 +449,15 @@ func BenchmarkTryAcquireRefused(b *testing.B) {
 		l.TryAcquire(Sheddable)
 	}
 }
+
+func TestParseOrder(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Order
+		ok   bool
+	}{{"fifo", FIFO, true}, {"LIFO", LIFO, true}, {"Lifo", LIFO, true}, {"", FIFO, false}, {"stack", FIFO, false}} {
+		if got, ok := ParseOrder(tc.in); got != tc.want || ok != tc.ok {
+			t.Errorf("ParseOrder(%q) = %s, %v; want %s, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
