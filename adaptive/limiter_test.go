@@ -461,3 +461,22 @@ func TestParseOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestShedErrorSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		err   ShedError
+		label string
+		want  string
+	}{
+		{ShedError{Sheddable, ShedQueueFull, 25 * time.Millisecond}, "queue_full", "adaptive: sheddable request shed: queue full (retry after 25ms)"},
+		{ShedError{Critical, ShedDisplaced, time.Second}, "displaced", "adaptive: critical request shed: displaced from the queue by a higher class (retry after 1s)"},
+		{ShedError{Default, numReasons, time.Second}, "unknown", "adaptive: default request shed: for an unknown reason (retry after 1s)"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+		if got := tc.err.Reason.String(); got != tc.label {
+			t.Errorf("%d.String() = %q, want %q", tc.err.Reason, got, tc.label)
+		}
+	}
+}
