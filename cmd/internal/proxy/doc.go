@@ -13,4 +13,13 @@
 // Retry-After and a problem+json body naming the violated limits. A
 // leaky_bucket limit's Delay is honoured by holding the request. Requests
 // no route matches are forwarded unlimited.
+//
+// Besides the rate limits, which protect the upstream from its callers,
+// Options.Protection protects it from itself: each route (and the
+// requests no route matches) gets a bulkhead, an adaptive.Limiter of its
+// own built from its concurrency block or the proxy's default, so that one
+// slow route cannot take every slot, and a circuit breaker on its
+// upstream's failures. A request meets the open breaker first (503 with
+// the time to its probe), then the rate limits (429), then the bulkhead
+// (503 when it sheds the request, lower priority classes first).
 package proxy
