@@ -20,8 +20,9 @@ type Decided struct {
 	Decisions []floodgate.Decision
 	// Err is the error that left the request undecided.
 	Err error
-	// Latency and StoreTime are as in Event.
+	// Latency, StoreTime and Time are as in Event.
 	Latency, StoreTime time.Duration
+	Time               time.Time
 }
 
 // Report tells o of a decided request: one Event per limit, the ith named
@@ -36,7 +37,7 @@ func Report(ctx context.Context, o Observer, d Decided, name func(i int) string)
 	if o == nil {
 		return
 	}
-	e := Event{Surface: d.Surface, Policy: d.Policy, Client: d.Client, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime}
+	e := Event{Surface: d.Surface, Policy: d.Policy, Client: d.Client, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime, Time: d.Time}
 	if n := NotesFrom(ctx); n != nil {
 		if degraded, cause := n.Degraded(); degraded {
 			e.Degraded = true
@@ -93,10 +94,11 @@ func Start(ctx context.Context, o Observer, d Decided) (context.Context, *Report
 }
 
 // Decided marks the end of the decision: the Latency reported is from
-// Start to here.
+// Start to here, and the events' Time is now.
 func (r *Reporting) Decided() {
 	if r != nil {
-		r.d.Latency = time.Since(r.start)
+		r.d.Time = time.Now()
+		r.d.Latency = r.d.Time.Sub(r.start)
 	}
 }
 
