@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cmd/internal/engine"
@@ -39,13 +40,18 @@ func TestObserverSeesEveryLimit(t *testing.T) {
 	e, _ := newEngine(t, apiPolicy)
 	rec := &observetest.Recorder{}
 	e.Observe("serve", rec)
+	before := time.Now()
 	for range 4 {
 		decide(t, e, engine.Request{Client: "192.0.2.7", Descriptors: []engine.Descriptor{
 			desc("user", "ann"), desc("tenant", "acme"), desc("beta", "x"), desc("path", "/health")}})
 	}
+	after := time.Now()
 	for _, ev := range rec.Events() {
 		if ev.Surface != "serve" || ev.Client != "192.0.2.7" || ev.Cost != 1 || ev.Latency <= 0 || ev.Degraded {
 			t.Fatalf("event %+v: surface, client, cost, latency or degraded wrong", ev)
+		}
+		if ev.Time.Before(before) || ev.Time.After(after) { // the decision's end, read once for Latency
+			t.Fatalf("event %+v: Time not between %v and %v", ev, before, after)
 		}
 	}
 	got := seenOf(rec.Events())
