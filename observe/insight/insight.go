@@ -27,6 +27,7 @@ const (
 type Insight struct {
 	opts       Options
 	clock      floodgate.Clock
+	wall       bool // clock is the system's: an event's own Time stands for it
 	slotSec    int64 // seconds per sub-interval
 	spike      spikeRules
 	gap        int64 // maxGap
@@ -56,7 +57,7 @@ func New(opts Options) (*Insight, error) {
 		events:  eventRing{buf: make([]EventRecord, o.MaxEvents)},
 	}
 	if in.clock == nil {
-		in.clock = systemClock{}
+		in.clock, in.wall = systemClock{}, true
 	}
 	in.nearBudget.max = int64(o.MaxNearLimit)
 	m := map[string]*policyState{}
@@ -140,8 +141,13 @@ func (in *Insight) policy(name string, now int64) *policyState {
 
 // Observe counts one decision. It takes the lock of e's policy only, and
 // allocates nothing for a key already tracked.
+//
+// The decision happened at e.Time when the surface gave it and Insight
+// runs on the system clock (Options.Clock nil), else at Options.Clock's
+// now: a clock of the caller's (a test's, a simulation's) rules, since the
+// surfaces read the system's.
 func (in *Insight) Observe(_ context.Context, e observe.Event) {
-	now := in.clock.Now().UnixNano()
+	now := in.now(&e)
 	p := in.policy(e.Policy, now)
 	p.mu.Lock()
 	in.advance(p, now)
@@ -149,6 +155,14 @@ func (in *Insight) Observe(_ context.Context, e observe.Event) {
 	pending := p.takePending()
 	p.mu.Unlock()
 	in.emit(pending)
+}
+
+// now is when e was decided, in Unix nanoseconds (see Observe).
+func (in *Insight) now(e *observe.Event) int64 {
+	if in.wall && !e.Time.IsZero() {
+		return e.Time.UnixNano()
+	}
+	return in.clock.Now().UnixNano()
 }
 
 func (p *policyState) takePending() []EventRecord {
