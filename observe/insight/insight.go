@@ -27,7 +27,7 @@ const (
 type Insight struct {
 	opts       Options
 	clock      floodgate.Clock
-	wall       bool // clock is the system's: an event's own Time stands for it
+	wall       bool  // clock is the system's: an event's own Time stands for it
 	slotSec    int64 // seconds per sub-interval
 	spike      spikeRules
 	gap        int64 // maxGap
