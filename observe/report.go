@@ -97,8 +97,8 @@ func Start(ctx context.Context, o Observer, d Decided) (context.Context, *Report
 // Start to here, and the events' Time is now.
 func (r *Reporting) Decided() {
 	if r != nil {
-		r.d.Time = time.Now()
-		r.d.Latency = r.d.Time.Sub(r.start)
+		r.d.Latency = time.Since(r.start) // reads the monotonic clock alone
+		r.d.Time = r.start.Add(r.d.Latency)
 	}
 }
 

@@ -31,8 +31,8 @@ func (e *Engine) decideObserved(ctx context.Context, req Request) (Response, err
 	domain := e.domainLabel(req.Domain)
 	nc := &observe.NotesContext{Context: observe.Begin(ctx, e.obs, e.surface, domain)}
 	resp, err := e.decide(nc, req)
-	end := time.Now() // read once: observers take the events' Time rather than read it again
-	base := observe.Event{Surface: e.surface, Policy: domain, Client: req.Client, Latency: end.Sub(start), Time: end}
+	latency := time.Since(start) // the monotonic clock alone; observers take Time rather than read the clock again
+	base := observe.Event{Surface: e.surface, Policy: domain, Client: req.Client, Latency: latency, Time: start.Add(latency)}
 	base.Degraded, base.Err = nc.Notes.Degraded()
 	base.StoreTime = base.Latency // the store's calls are all the engine waits for
 	sum := e.report(nc, base, req, resp, err)
