@@ -63,12 +63,16 @@ func (f *concurrencyFlags) protection(obs *observers.Set, name string) (proxy.Pr
 	return prot, nil
 }
 
+// on reports whether --concurrency asks for a bulkhead: the one-line
+// proxy then needs no --limit.
+func (f *concurrencyFlags) on() bool { return f.limit != "" && f.limit != "off" }
+
 // concurrency is the default bulkhead the flags describe; nil without
 // --concurrency.
 func (f *concurrencyFlags) concurrency() (*policy.Concurrency, error) {
 	given := func(name string) bool { return f.fl != nil && f.fl.Changed(name) }
 	c := f.c
-	if f.limit == "" || f.limit == "off" {
+	if !f.on() {
 		for _, name := range []string{"concurrency-algorithm", "queue", "max-wait"} {
 			if given(name) {
 				return nil, fmt.Errorf("--%s needs --concurrency", name)

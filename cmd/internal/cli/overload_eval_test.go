@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -218,7 +219,10 @@ func runEval(t *testing.T, c evalConfig, s time.Duration, load float64, d time.D
 	be.capacity.Store(evalCapacity)
 	up := httptest.NewServer(be)
 	defer up.Close()
-	args := append([]string{"proxy", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--upstream", up.URL, "--limit", "1000000/s"}, c.args...)
+	args := append([]string{"proxy", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--upstream", up.URL}, c.args...)
+	if c.args == nil { // the proxy needs a limit of some kind: one that never binds
+		args = append(args, "--limit", "1000000/s")
+	}
 	m, _, stop := startStoppable(t, proxyAdminListening, args)
 	defer stop()
 	run := evalRun{config: c, load: load, d: d, drop: d / 2, capacity: evalCapacity / s.Seconds(),
@@ -438,4 +442,37 @@ func evalCharts(runs []evalRun, unloaded time.Duration) map[string]experiments.C
 			X: []float64{0, d / 2, d / 2, d}, Y: []float64{evalCapacity, evalCapacity, evalCapacity / 2, evalCapacity / 2}})
 	}
 	return map[string]experiments.Chart{"adaptive-limit.png": limit, "adaptive-p99.png": p99, "adaptive-goodput.png": goodput}
+}
+
+// The one-line proxy runs with --concurrency alone, as a new user would
+// start it in front of an overloadable upstream; without --limit the rate
+// limit's flags have nothing to describe, and without either the proxy
+// has nothing to do.
+func TestProxyConcurrencyAlone(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--upstream and --limit (or --config, or --concurrency alone) are required"},
+		{[]string{"--concurrency", "off"}, "--upstream and --limit"},
+		{[]string{"--concurrency", "adaptive", "--by", "ip"}, "--by: needs --limit"},
+		{[]string{"--concurrency", "8", "--burst", "3", "--algorithm", "gcra"}, "--algorithm, --burst: needs --limit"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"proxy", "--http", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1"}, tc.args...)
+		if code := Main(t.Context(), args, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error naming %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer up.Close()
+	m, logs := startCommand(t, proxyListening, []string{"proxy", "--http", "127.0.0.1:0", "--upstream", up.URL, "--concurrency", "adaptive", "--priority-header", "X-Priority"})
+	resp, err := http.Get("http://" + m[1] + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(logs.String(), "limit=none") {
+		t.Errorf("--concurrency alone: status %d, want 200 and a start line with limit=none; logs:\n%s", resp.StatusCode, logs)
+	}
 }

@@ -98,7 +98,7 @@ func newProxyCmd() *cobra.Command {
 	fl.DurationVar(&f.maxDelay, "max-delay", proxy.DefaultMaxDelay, "with --config: the longest a leaky_bucket limit holds a request; longer waits are refused with 429")
 	fl.StringVar(&f.upstream, "upstream", "", "the backend's base URL (required), e.g. http://127.0.0.1:3000")
 	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "listen address")
-	fl.StringVar(&f.limit, "limit", "", "the limit (required): N/s, N/m, N/h, N/d or N/<duration> such as 500/5m")
+	fl.StringVar(&f.limit, "limit", "", "the limit (required, unless --concurrency alone is to protect the upstream): N/s, N/m, N/h, N/d or N/<duration> such as 500/5m")
 	fl.StringVar(&f.algorithm, "algorithm", string(floodgate.TokenBucket), "token_bucket, leaky_bucket (shapes: holds requests), fixed_window, sliding_log or sliding_window")
 	fl.Int64Var(&f.burst, "burst", 0, "bucket capacity (default: the rate)")
 	fl.StringVar(&f.by, "by", "ip", "what a client is: ip, header:NAME, path, host or method; several joined with + (ip+path)")
@@ -233,8 +233,11 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 		return err
 	}
 	defer f.gcFloor.start(log)()
-	if f.upstream == "" || f.limit == "" {
-		return errors.New("--upstream and --limit (or --config) are required")
+	if f.upstream == "" || (f.limit == "" && !f.conc.on()) {
+		return errors.New("--upstream and --limit (or --config, or --concurrency alone) are required")
+	}
+	if f.limit == "" && len(f.conflicts) > 0 {
+		return fmt.Errorf("%s: needs --limit (with --concurrency alone the proxy has no rate limit)", strings.Join(f.conflicts, ", "))
 	}
 	if len(f.fleetGiven) > 0 {
 		return fmt.Errorf("%s: the cluster strategies apply to a policy's limits: give --config", strings.Join(f.fleetGiven, ", "))
@@ -243,9 +246,12 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rate, period, err := parseRate(f.limit)
-	if err != nil {
-		return err
+	var rate int64
+	var period time.Duration
+	if f.limit != "" {
+		if rate, period, err = parseRate(f.limit); err != nil {
+			return err
+		}
 	}
 	key, err := parseBy(f.by, f.trusted)
 	if err != nil {
@@ -266,11 +272,14 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	limit := floodgate.Limit{Algorithm: floodgate.Algorithm(f.algorithm), Rate: rate, Period: period, Burst: f.burst}
-	mw, err := httplimit.New(st.Default(), httplimit.Options{Rules: []httplimit.Rule{{Name: "proxy", Limit: limit, Key: key}},
-		Missing: httplimit.Missing(f.missing), Name: "proxy", Observer: obs.Observer})
-	if err != nil {
-		return fmt.Errorf("--limit/--algorithm/--burst: %w", err)
+	limitText, mw := "none", func(h http.Handler) http.Handler { return h } // --concurrency alone: no rate limit
+	if f.limit != "" {
+		limit := floodgate.Limit{Algorithm: floodgate.Algorithm(f.algorithm), Rate: rate, Period: period, Burst: f.burst}
+		if mw, err = httplimit.New(st.Default(), httplimit.Options{Rules: []httplimit.Rule{{Name: "proxy", Limit: limit, Key: key}},
+			Missing: httplimit.Missing(f.missing), Name: "proxy", Observer: obs.Observer}); err != nil {
+			return fmt.Errorf("--limit/--algorithm/--burst: %w", err)
+		}
+		limitText = limit.String()
 	}
 	prot, err := f.conc.protection(obs, "proxy")
 	if err != nil {
@@ -293,7 +302,7 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 		return err
 	}
 	watchBreaker(ctx, obs, st)
-	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "admin", admin.addr(), "upstream", target.String(), "limit", limit.String(), "by", f.by, "missing", f.missing.String(),
+	log.Info("floodgate proxy serving", "http", ln.Addr().String(), "admin", admin.addr(), "upstream", target.String(), "limit", limitText, "by", f.by, "missing", f.missing.String(),
 		"concurrency", concurrencyString(prot.Concurrency))
 	return serveUntilDone(ctx, f.listen, obs.WrapHTTP(mw(rp), "floodgate proxy"), ln, admin, log)
 }
