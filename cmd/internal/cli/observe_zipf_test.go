@@ -39,7 +39,7 @@ const (
 // detector, which slows every request several times over.
 func zipfRequests() int {
 	if raceEnabled {
-		return 20000
+		return 10000
 	}
 	return 50000
 }
