@@ -12,51 +12,61 @@ import (
 // smallest counter and inherits its count as its error: its count then
 // over-estimates its true weight by at most that error, which is at most
 // total/k.
+//
+// The heap holds each counter's count beside its index, not a pointer to
+// it: sifting, which every add does, then reads contiguous memory and
+// writes no pointer (no write barrier while the collector runs).
 type summary struct {
 	k     int
-	idx   map[string]*counter // key → its counter
-	heap  []*counter          // min-heap on count
-	nodes []*counter          // every counter allocated, reused after reset
-	total int64               // the weight of every add since reset: N
+	idx   map[string]int32 // key → its counter in nodes
+	nodes []counter        // the counters in use; their memory is kept after reset
+	heap  []slot           // min-heap on count, one slot per counter in use
+	total int64            // the weight of every add since reset: N
 }
 
-// counter is one monitored key: count − err ≤ true weight ≤ count.
+// counter is one monitored key; with its slot's count,
+// count − err ≤ true weight ≤ count.
 type counter struct {
-	key        string
-	count, err int64
-	pos        int // in heap
+	key string
+	err int64
+	pos int32 // its slot in heap
+}
+
+// slot is a counter's place in the heap.
+type slot struct {
+	count int64
+	node  int32 // the counter's index in nodes
 }
 
 // newSummary returns an empty summary of k counters. Its memory grows with
 // the keys it sees, up to k counters, and is kept when it is reset.
 func newSummary(k int) summary {
-	return summary{k: k, idx: map[string]*counter{}}
+	return summary{k: k, idx: map[string]int32{}}
 }
 
 // add counts w units (w > 0) for key. It allocates nothing for a key
-// already monitored.
+// already monitored, nor once the summary has held k keys.
 func (s *summary) add(key string, w int64) {
 	s.total += w
-	if c := s.idx[key]; c != nil {
-		c.count += w
-		s.down(c.pos)
+	if i, ok := s.idx[key]; ok {
+		pos := s.nodes[i].pos
+		s.heap[pos].count += w
+		s.down(int(pos))
 		return
 	}
-	if n := len(s.heap); n < s.k {
-		if n == len(s.nodes) {
-			s.nodes = append(s.nodes, new(counter))
-		}
-		c := s.nodes[n]
-		*c = counter{key: key, count: w, pos: n}
-		s.heap = append(s.heap, c)
-		s.idx[key] = c
+	if n := len(s.nodes); n < s.k {
+		s.nodes = append(s.nodes, counter{key: key, pos: int32(n)})
+		s.heap = append(s.heap, slot{count: w, node: int32(n)})
+		s.idx[key] = int32(n)
 		s.up(n)
 		return
 	}
-	c := s.heap[0] // the least: key takes its place and its count as error
+	least := &s.heap[0] // key takes its counter and its count as error
+	c := &s.nodes[least.node]
 	delete(s.idx, c.key)
-	c.key, c.err, c.count = key, c.count, c.count+w
-	s.idx[key] = c
+	c.key, c.err = key, least.count
+	least.count += w
+	s.idx[key] = least.node
 	s.down(0)
 }
 
@@ -73,17 +83,15 @@ func (s *summary) floor() int64 {
 // reset empties the summary, keeping its memory.
 func (s *summary) reset() {
 	clear(s.idx)
-	clear(s.heap)
+	clear(s.nodes) // let the keys go
+	s.nodes = s.nodes[:0]
 	s.heap = s.heap[:0]
-	for _, c := range s.nodes {
-		c.key = "" // let the keys go
-	}
 	s.total = 0
 }
 
 func (s *summary) swap(i, j int) {
 	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
-	s.heap[i].pos, s.heap[j].pos = i, j
+	s.nodes[s.heap[i].node].pos, s.nodes[s.heap[j].node].pos = int32(i), int32(j)
 }
 
 func (s *summary) up(i int) {
@@ -136,13 +144,14 @@ func merge(parts []*summary) merged {
 		m.total += s.total
 		f := s.floor()
 		floors += f
-		for _, c := range s.heap {
+		for _, h := range s.heap {
+			c := &s.nodes[h.node]
 			a := byKey[c.key]
 			if a == nil {
 				a = new(acc)
 				byKey[c.key] = a
 			}
-			a.count += c.count
+			a.count += h.count
 			a.err += c.err
 			a.floors += f
 		}
