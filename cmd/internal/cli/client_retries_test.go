@@ -44,12 +44,14 @@ import (
 // The default run is short (20 clients, 3 successes each, naive and
 // floodgate only); FLOODGATE_CLIENT_EVAL=1 runs 100 clients, 10 successes
 // each, every strategy, prints the table and, built with -tags plots,
-// draws docs/img/clients-retries.png.
+// draws docs/img/clients-retries.png; FLOODGATE_CLIENT_EVAL=shared does
+// the same with one limit of 100/s for all the clients
+// (docs/img/clients-retries-shared.png).
 const (
 	retryThink   = 200 * time.Millisecond // a client's pace: 5 requests a second, 5x its limit
 	retryFixed   = time.Second            // the fixed backoff
 	retryBin     = 100 * time.Millisecond // the resolution of the counts over time
-	retryPlotBin = 500 * time.Millisecond // the plot's bins
+	retryPlotBin = time.Second            // the plot's bins
 	retryTimeout = 2 * time.Minute        // a run's bound: an unfinished run is a failure
 )
 
@@ -156,8 +158,9 @@ func peak(bins []int) float64 {
 }
 
 // runRetries runs clients against a fresh proxy and upstream, each working
-// until it has work successes, with s's answer to refusals.
-func runRetries(t *testing.T, s retryStrategy, clients, work int, seed uint64) retryResult {
+// until it has work successes, with s's answer to refusals; each client
+// limited to 1/s, or, shared, all of them to clients/s together.
+func runRetries(t *testing.T, s retryStrategy, clients, work int, shared bool, seed uint64) retryResult {
 	var admitted atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := strconv.Atoi(r.Header.Get("X-Attempt")); err != nil {
@@ -167,8 +170,12 @@ func runRetries(t *testing.T, s retryStrategy, clients, work int, seed uint64) r
 		admitted.Add(1)
 	}))
 	defer up.Close()
+	limit, by := "1/s", "header:X-Client"
+	if shared {
+		limit, by = strconv.Itoa(clients)+"/s", "method" // every request is a GET: one key
+	}
 	m, _, stop := startStoppable(t, proxyListening, []string{"proxy", "--http", "127.0.0.1:0", "--upstream", up.URL,
-		"--limit", "1/s", "--by", "header:X-Client", "--insight=false"})
+		"--limit", limit, "--by", by, "--insight=false"})
 	defer stop()
 	base := &http.Transport{MaxIdleConnsPerHost: clients}
 	defer base.CloseIdleConnections()
@@ -278,25 +285,33 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // sends at least 5 times as many requests per success (on an idle
 // machine: hundreds; the allowance is for a busy 2-core one under -race,
 // which slows the naive clients' loop).
+//
+// FLOODGATE_CLIENT_EVAL=shared runs the long version against one limit
+// shared by all the clients, where no client can see what the others
+// take: it reports, and asserts only naive ≫ floodgate and the retry peak.
 func TestClientRetries(t *testing.T) {
-	long := os.Getenv("FLOODGATE_CLIENT_EVAL") == "1"
+	mode := os.Getenv("FLOODGATE_CLIENT_EVAL")
+	long, shared := mode == "1" || mode == "shared", mode == "shared"
 	clients, work, strategies := 20, 3, []retryStrategy{retryStrategies[0], retryStrategies[4]}
 	if long {
 		clients, work, strategies = 100, 10, retryStrategies
 	}
 	var results []retryResult
 	for _, s := range strategies {
-		r := runRetries(t, s, clients, work, 18)
-		results = append(results, r)
+		results = append(results, runRetries(t, s, clients, work, shared, 18))
+	}
+	limits := "each limited to 1/s"
+	if shared {
+		limits = fmt.Sprintf("sharing one limit of %d/s", clients)
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "%d clients, each limited to 1/s and offering 5/s, %d successes each\n%s\n", clients, work, retryHeader)
+	fmt.Fprintf(&table, "%d clients, %s, each offering 5/s, %d successes each\n%s\n", clients, limits, work, retryHeader)
 	for _, r := range results {
 		fmt.Fprintln(&table, r.row())
 	}
 	t.Log("\n" + table.String())
 	naive, fg := results[0], results[len(results)-1]
-	if got := fg.perSuccess(); got > 1.2 {
+	if got := fg.perSuccess(); got > 1.2 && !shared {
 		t.Errorf("floodgate: %.2f requests per success, want ≤ 1.2", got)
 	}
 	if got, limit := fg.peakRetries, fg.limit(); got > 1.5*limit {
@@ -306,15 +321,19 @@ func TestClientRetries(t *testing.T) {
 		t.Errorf("naive: %.2f requests per success, want ≥ %.2f (5x floodgate's)", got, want)
 	}
 	if long {
-		plotRetries(t, results)
+		name := "clients-retries.png"
+		if shared {
+			name = "clients-retries-shared.png"
+		}
+		plotRetries(t, results, limits, name)
 	}
 }
 
 // plotRetries draws the requests a second at the proxy over time, per
-// strategy, into docs/img/clients-retries.png, in a build with -tags plots.
-func plotRetries(t *testing.T, results []retryResult) {
+// strategy, into docs/img/name, in a build with -tags plots.
+func plotRetries(t *testing.T, results []retryResult, limits, name string) {
 	if experiments.Drawable() != nil {
-		t.Log("not drawn: run with -tags plots to draw docs/img/clients-retries.png")
+		t.Log("not drawn: run with -tags plots to draw docs/img/" + name)
 		return
 	}
 	per := int(retryPlotBin / retryBin)
@@ -337,9 +356,9 @@ func plotRetries(t *testing.T, results []retryResult) {
 	limit := results[0].limit()
 	series = append(series, experiments.Series{Name: fmt.Sprintf("the limit (%.0f/s)", limit), X: []float64{0, end}, Y: []float64{limit, limit}, Dashed: true})
 	err := experiments.Chart{
-		Title:  fmt.Sprintf("%d clients at 5x their limit: requests at the proxy", results[0].clients),
+		Title:  fmt.Sprintf("%d clients %s at 5x: requests at the proxy", results[0].clients, limits),
 		XLabel: "time (s)", YLabel: "requests/s (log)", LogY: true, Series: series,
-	}.WritePNG(filepath.Join("..", "..", "..", "docs", "img", "clients-retries.png"))
+	}.WritePNG(filepath.Join("..", "..", "..", "docs", "img", name))
 	if err != nil {
 		t.Error(err)
 	}
