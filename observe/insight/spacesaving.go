@@ -18,18 +18,19 @@ import (
 // writes no pointer (no write barrier while the collector runs).
 type summary struct {
 	k     int
-	idx   map[string]int32 // key → its counter in nodes
-	nodes []counter        // the counters in use; their memory is kept after reset
-	heap  []slot           // min-heap on count, one slot per counter in use
-	total int64            // the weight of every add since reset: N
+	idx   keyIndex  // key → its counter in nodes
+	nodes []counter // the counters in use; their memory is kept after reset
+	heap  []slot    // min-heap on count, one slot per counter in use
+	total int64     // the weight of every add since reset: N
 }
 
 // counter is one monitored key; with its slot's count,
 // count − err ≤ true weight ≤ count.
 type counter struct {
-	key string
-	err int64
-	pos int32 // its slot in heap
+	key  string
+	err  int64
+	pos  int32  // its slot in heap
+	hash uint32 // its key's, in idx
 }
 
 // slot is a counter's place in the heap.
@@ -41,32 +42,35 @@ type slot struct {
 // newSummary returns an empty summary of k counters. Its memory grows with
 // the keys it sees, up to k counters, and is kept when it is reset.
 func newSummary(k int) summary {
-	return summary{k: k, idx: map[string]int32{}}
+	return summary{k: k, idx: newKeyIndex(k)}
 }
 
 // add counts w units (w > 0) for key. It allocates nothing for a key
 // already monitored, nor once the summary has held k keys.
 func (s *summary) add(key string, w int64) {
 	s.total += w
-	if i, ok := s.idx[key]; ok {
-		pos := s.nodes[i].pos
+	h := s.idx.hash(key)
+	at, found := s.idx.find(h, key, s.nodes)
+	if found {
+		pos := s.nodes[s.idx.node(at)].pos
 		s.heap[pos].count += w
 		s.down(int(pos))
 		return
 	}
 	if n := len(s.nodes); n < s.k {
-		s.nodes = append(s.nodes, counter{key: key, pos: int32(n)})
+		s.nodes = append(s.nodes, counter{key: key, pos: int32(n), hash: h})
 		s.heap = append(s.heap, slot{count: w, node: int32(n)})
-		s.idx[key] = int32(n)
+		s.idx.put(at, h, int32(n))
 		s.up(n)
 		return
 	}
 	least := &s.heap[0] // key takes its counter and its count as error
 	c := &s.nodes[least.node]
-	delete(s.idx, c.key)
-	c.key, c.err = key, least.count
+	s.idx.remove(c.hash, least.node)
+	at, _ = s.idx.find(h, key, s.nodes) // the removal may have moved the empty slot
+	s.idx.put(at, h, least.node)
+	c.key, c.err, c.hash = key, least.count, h
 	least.count += w
-	s.idx[key] = least.node
 	s.down(0)
 }
 
@@ -82,7 +86,7 @@ func (s *summary) floor() int64 {
 
 // reset empties the summary, keeping its memory.
 func (s *summary) reset() {
-	clear(s.idx)
+	s.idx.reset()
 	clear(s.nodes) // let the keys go
 	s.nodes = s.nodes[:0]
 	s.heap = s.heap[:0]
