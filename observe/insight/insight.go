@@ -78,12 +78,14 @@ type policyState struct {
 	mu   sync.Mutex
 
 	sec                   int64 // the current second (Unix)
+	nextSec               int64 // when the next second starts (Unix ns): advance has nothing to close before
 	secDecisions, secDeny int64 // its counts so far
 	recent                [2][]int64
 	recentPos             int
 	det                   [2]detector // SignalDecisions, SignalDenials
 
 	slot             int64     // the current sub-interval: sec / slotSec
+	cur              int64     // its index in the rings: slot % Slots
 	admitted, denied []summary // rings of Slots sub-intervals, by slot % Slots
 
 	totals        [observe.Error + 1]uint64 // by outcome; [0] is unknown outcomes
@@ -95,6 +97,7 @@ type policyState struct {
 func (in *Insight) newPolicy(name string, now int64) *policyState {
 	p := &policyState{name: name, sec: now / 1e9}
 	p.slot = p.sec / in.slotSec
+	p.cur, p.nextSec = p.slot%int64(in.opts.Slots), (p.sec+1)*1e9
 	for i := range p.recent {
 		p.recent[i] = make([]int64, in.opts.RateWindow/time.Second)
 	}
@@ -191,7 +194,7 @@ func (in *Insight) count(p *policyState, e *observe.Event, now int64) {
 	}
 	p.totals[o]++
 	p.secDecisions++
-	cur := p.slot % int64(in.opts.Slots)
+	cur := p.cur
 	switch {
 	case denial(o):
 		p.secDeny++
@@ -216,19 +219,31 @@ func (in *Insight) count(p *policyState, e *observe.Event, now int64) {
 // advance brings p to now: it closes the seconds and sub-intervals that
 // have passed and drops the near-limit keys whose limits have reset. A
 // clock that goes back counts into the current second.
+//
+// Within a second it only checks the near-limit keys: the divisions that
+// find the second and the sub-interval run once a second, not once per
+// decision.
 func (in *Insight) advance(p *policyState, now int64) {
+	if now >= p.nextSec {
+		in.advanceSecond(p, now)
+	}
+	p.near.expire(now)
+}
+
+func (in *Insight) advanceSecond(p *policyState, now int64) {
 	if sec := now / 1e9; sec > p.sec {
 		in.closeSeconds(p, sec)
 	}
+	n := int64(in.opts.Slots)
 	if slot := p.sec / in.slotSec; slot > p.slot {
-		n := int64(in.opts.Slots)
 		for s := max(p.slot+1, slot-n+1); s <= slot; s++ {
 			p.admitted[s%n].reset()
 			p.denied[s%n].reset()
 		}
 		p.slot = slot
 	}
-	p.near.expire(now)
+	p.cur = p.slot % n
+	p.nextSec = (p.sec + 1) * 1e9
 }
 
 // closeSeconds feeds the seconds from p.sec to sec (exclusive) to the
