@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/floodgate-io/floodgate/adaptive"
 	"github.com/floodgate-io/floodgate/cmd/internal/experiments"
 )
@@ -96,7 +98,9 @@ func evalConfigs() []evalConfig {
 				priorities: prio, adaptive: true})
 		}
 	}
-	return cs
+	// The proxy's default queue (defaultQueue) against none.
+	return append(cs, evalConfig{name: "gradient2 +prio, --queue 0", args: []string{"--concurrency", "adaptive", "--queue", "0"},
+		priorities: true, adaptive: true})
 }
 
 // evalRequest is one arrival and what became of it.
@@ -474,5 +478,32 @@ func TestProxyConcurrencyAlone(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(logs.String(), "limit=none") {
 		t.Errorf("--concurrency alone: status %d, want 200 and a start line with limit=none; logs:\n%s", resp.StatusCode, logs)
+	}
+}
+
+// With --concurrency the proxy queues a few requests for a moment by
+// default, so that a critical request at the limit takes the next slot
+// that frees (see defaultQueue); --queue 0 turns the queue off.
+func TestProxyQueuesByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		queue int
+		wait  time.Duration
+	}{
+		{[]string{"--concurrency", "adaptive"}, defaultQueue, defaultMaxWait},
+		{[]string{"--concurrency", "8", "--queue", "0"}, 0, 0},
+		{[]string{"--concurrency", "adaptive", "--max-wait", "1s"}, defaultQueue, time.Second},
+		{[]string{"--concurrency", "adaptive", "--queue", "3"}, 3, defaultMaxWait},
+	} {
+		var f concurrencyFlags
+		fl := pflag.NewFlagSet("proxy", pflag.ContinueOnError)
+		f.register(fl)
+		if err := fl.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.concurrency()
+		if err != nil || c.Queue != tc.queue || c.MaxWait != tc.wait {
+			t.Errorf("%v: queue %d, max wait %v, err %v; want %d, %v", tc.args, c.Queue, c.MaxWait, err, tc.queue, tc.wait)
+		}
 	}
 }

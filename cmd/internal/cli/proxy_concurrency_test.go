@@ -19,7 +19,7 @@ func TestProxyRejectsBadConcurrencyFlags(t *testing.T) {
 		{[]string{"--concurrency", "adaptive", "--concurrency-algorithm", "cubic"}, `--concurrency-algorithm "cubic": want gradient2, aimd, vegas`},
 		{[]string{"--queue", "5"}, "--queue needs --concurrency"},
 		{[]string{"--concurrency", "off", "--max-wait", "1s"}, "--max-wait needs --concurrency"},
-		{[]string{"--concurrency", "5", "--max-wait", "1s"}, "--max-wait 1s needs --queue"},
+		{[]string{"--concurrency", "5", "--queue", "0", "--max-wait", "1s"}, "--max-wait 1s needs --queue"},
 		{[]string{"--concurrency", "5", "--queue", "-1"}, "--queue -1: want a whole number from 0"},
 		{[]string{"--concurrency", "5", "--queue", "3", "--max-wait", "0s"}, `invalid argument "0s" for "--max-wait"`},
 		{[]string{"--upstream-breaker-failures", "-2"}, "--upstream-breaker-failures -2"},
