@@ -138,12 +138,16 @@
 // a new key once its summary is full (it takes the least counter's place);
 // until then, and for a key new to the near-limit list, it allocates the
 // counter or entry (a counter is kept for reuse when its sub-interval is
-// recycled). It reads the clock once.
+// recycled). It reads no clock when Insight runs on the system clock and
+// the event carries its Time (every surface's does), else the clock once.
+// A summary finds a key with one hash, in an open-addressing index that
+// key churn (a long tail replacing the least counter) does not degrade.
 //
 // Memory grows with the keys seen, up to 2·Slots·K counters per policy
-// (1536 at the defaults: about 180 KB once every one is taken, plus the
-// keys' own bytes), so the worst case is MaxPolicies times that (about
-// 180 MB at the default 1000 policies: set MaxPolicies near the number of
-// policies configured); the near-limit list adds about 150 bytes and a
-// key per entry, up to MaxNearLimit.
+// (1536 at the defaults: about 96 KB once every one is taken, 64 bytes a
+// counter, plus the keys' own bytes; of it, the summaries' indexes, 24 KB,
+// are taken when the policy is first seen), so the worst case is
+// MaxPolicies times that (about 100 MB at the default 1000 policies: set
+// MaxPolicies near the number of policies configured); the near-limit list
+// adds about 150 bytes and a key per entry, up to MaxNearLimit.
 package insight

@@ -31,7 +31,7 @@ type Options struct {
 	Counters int
 	// MaxPolicies bounds the policies tracked one by one; events of any
 	// further policy are counted under OtherPolicy. Each policy holds up to
-	// 2·Slots·Counters counters (about 180 KB at the defaults). Default
+	// 2·Slots·Counters counters (about 96 KB at the defaults). Default
 	// 1000.
 	MaxPolicies int
 
