@@ -74,10 +74,9 @@ func Report(ctx context.Context, o Observer, d Decided, name func(i int) string)
 // call Decided when the store has answered and Report once the outcome is
 // final. A nil *Reporting (no Observer) does nothing.
 type Reporting struct {
-	o     Observer
-	start time.Time
-	ctx   NotesContext // the decision's context, with its Notes
-	d     Decided
+	o   Observer
+	ctx NotesContext // the decision's context, with its Notes
+	d   Decided      // d.Time is the decision's start until Decided
 }
 
 // Start begins the report of a request to o (observe.Begin) and returns the
@@ -88,7 +87,8 @@ func Start(ctx context.Context, o Observer, d Decided) (context.Context, *Report
 	if o == nil {
 		return ctx, nil
 	}
-	r := &Reporting{o: o, start: time.Now(), d: d}
+	r := &Reporting{o: o, d: d}
+	r.d.Time = time.Now()
 	r.ctx.Context = Begin(ctx, o, d.Surface, d.Policy)
 	return &r.ctx, r
 }
@@ -97,8 +97,8 @@ func Start(ctx context.Context, o Observer, d Decided) (context.Context, *Report
 // Start to here, and the events' Time is now.
 func (r *Reporting) Decided() {
 	if r != nil {
-		r.d.Latency = time.Since(r.start) // reads the monotonic clock alone
-		r.d.Time = r.start.Add(r.d.Latency)
+		r.d.Latency = time.Since(r.d.Time) // reads the monotonic clock alone
+		r.d.Time = r.d.Time.Add(r.d.Latency)
 	}
 }
 
