@@ -43,7 +43,7 @@ func TestObserverSeesEveryRulesDecision(t *testing.T) {
 	}
 	var got []seen
 	for _, e := range rec.Events() {
-		if e.Surface != observe.SurfaceHTTP || e.Policy != "api" || e.Client != "127.0.0.1" || e.Cost != 1 || e.Latency <= 0 || e.Degraded {
+		if e.Surface != observe.SurfaceHTTP || e.Policy != "api" || e.Client != "127.0.0.1" || e.Cost != 1 || e.Latency <= 0 || e.StoreTime != e.Latency || e.Degraded {
 			t.Errorf("event %+v: surface, policy, client, cost, latency or degraded wrong", e)
 		}
 		got = append(got, seen{e.Limit, e.Key, e.Outcome, e.Decision.Remaining})

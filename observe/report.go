@@ -94,11 +94,15 @@ func Start(ctx context.Context, o Observer, d Decided) (context.Context, *Report
 }
 
 // Decided marks the end of the decision: the Latency reported is from
-// Start to here, and the events' Time is now.
+// Start to here, and the events' Time is now. Between Start and Decided a
+// surface does nothing but call its limiter, so the StoreTime reported is
+// the Latency, as the engine reports it: every surface then has the same
+// metrics (floodgate_store_duration_seconds too).
 func (r *Reporting) Decided() {
 	if r != nil {
 		r.d.Latency = time.Since(r.d.Time) // reads the monotonic clock alone
 		r.d.Time = r.d.Time.Add(r.d.Latency)
+		r.d.StoreTime = r.d.Latency
 	}
 }
 

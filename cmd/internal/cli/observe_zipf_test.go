@@ -384,8 +384,8 @@ var keyLabel = regexp.MustCompile(`[=":][um][0-9]+"`)
 
 // checkSeries reads s's /metrics after keys distinct keys: a few hundred
 // floodgate_* series at most, none naming a key. It returns the names of
-// the decision metrics (floodgate_decision*, floodgate_near_limit*) that
-// have series, sorted.
+// the decision metrics (floodgate_decision*, floodgate_near_limit*,
+// floodgate_store_duration*) that have series, sorted.
 func checkSeries(t *testing.T, s zipfSurface, keys int) []string {
 	t.Helper()
 	resp, body := get(t, s.admin+"/metrics")
@@ -400,7 +400,7 @@ func checkSeries(t *testing.T, s zipfSurface, keys int) []string {
 			continue
 		}
 		series++
-		if strings.HasPrefix(m[1], "floodgate_decision") || strings.HasPrefix(m[1], "floodgate_near_limit") {
+		if strings.HasPrefix(m[1], "floodgate_decision") || strings.HasPrefix(m[1], "floodgate_near_limit") || strings.HasPrefix(m[1], "floodgate_store_duration") {
 			names[m[1]] = true
 			ofPolicy[m[1]] = ofPolicy[m[1]] || strings.Contains(m[3], `policy="`+s.policy+`"`)
 		}
@@ -412,7 +412,7 @@ func checkSeries(t *testing.T, s zipfSurface, keys int) []string {
 	if series == 0 || series > zipfMaxSeries {
 		t.Errorf("GET %s/metrics: %d floodgate_* series after %d distinct keys, want 1 to %d:\n%s", s.admin, series, keys, zipfMaxSeries, metricLines(body))
 	}
-	for _, want := range []string{"floodgate_decisions_total", "floodgate_near_limit_total", "floodgate_decision_duration_seconds"} {
+	for _, want := range []string{"floodgate_decisions_total", "floodgate_near_limit_total", "floodgate_decision_duration_seconds", "floodgate_store_duration_seconds"} {
 		if !ofPolicy[want] {
 			t.Errorf("GET %s/metrics: no %s of policy %q in:\n%s", s.admin, want, s.policy, metricLines(body))
 		}
