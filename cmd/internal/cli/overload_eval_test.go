@@ -340,8 +340,12 @@ const evalHeader = `| load | proxy | goodput / capacity (before / after the drop
 // requests served before the drop (goal 99%), sheddable shed first, and a
 // limit after the drop below 80% of the limit before it.
 func TestOverloadEvaluation(t *testing.T) {
-	if os.Getenv("FLOODGATE_OVERLOAD") == "1" {
+	switch os.Getenv("FLOODGATE_OVERLOAD") {
+	case "1":
 		fullEvaluation(t)
+		return
+	case "probes":
+		probeEvaluation(t)
 		return
 	}
 	unloaded := runEval(t, evalConfig{name: "unloaded"}, evalSlow, 0.3, 2*time.Second, 1).phase(0, time.Second).p(0.99)
@@ -402,6 +406,25 @@ func fullEvaluation(t *testing.T) {
 	}
 }
 
+// probeEvaluation runs the judged configuration at 3x for 70 s, the
+// capacity halving at 35 s, so that Gradient2's baseline probes (every 30
+// s) fall before and after the drop: they show as dips of the limit to
+// half of itself, which the settling figures count.
+//
+//	FLOODGATE_OVERLOAD=probes go test -run TestOverloadEvaluation -v ./cmd/internal/cli
+func probeEvaluation(t *testing.T) {
+	unloaded := runEval(t, evalConfig{name: "unloaded"}, evalService, 0.3, 8*time.Second, 1).phase(time.Second, 4*time.Second).p(0.99)
+	r := runEval(t, evalConfig{name: "gradient2 +prio, 70 s", args: []string{"--concurrency", "adaptive"}, priorities: true, adaptive: true},
+		evalService, 3, 70*time.Second, 1)
+	var b strings.Builder
+	for _, p := range r.limits {
+		if p.at%time.Second < evalSample {
+			fmt.Fprintf(&b, " %.0fs:%g", p.at.Seconds(), p.limit)
+		}
+	}
+	t.Logf("\n%s\n%s\nlimit each second:%s", evalHeader, r.row(unloaded), b.String())
+}
+
 // evalCharts are the evaluation's plots: the limit over time at 3x with
 // priorities, per algorithm, with the capacity dashed; and the p99 and
 // goodput before the drop against the load, per configuration with
@@ -435,8 +458,12 @@ func evalCharts(runs []evalRun, unloaded time.Duration) map[string]experiments.C
 			goodput.Series = append(goodput.Series, experiments.Series{Name: r.config.name})
 		}
 		before := r.phase(min(2*time.Second, r.drop/4), r.drop)
-		p99.Series[i].X = append(p99.Series[i].X, r.load)
-		p99.Series[i].Y = append(p99.Series[i].Y, math.Max(0.1, ratioOf(before.p(0.99), unloaded)))
+		if len(before.latencies) == 0 { // no place on a log axis: left out, and the legend says so
+			p99.Series[i].Name = r.config.name + " (nothing served at some loads: left out)"
+		} else {
+			p99.Series[i].X = append(p99.Series[i].X, r.load)
+			p99.Series[i].Y = append(p99.Series[i].Y, ratioOf(before.p(0.99), unloaded))
+		}
 		goodput.Series[i].X = append(goodput.Series[i].X, r.load)
 		goodput.Series[i].Y = append(goodput.Series[i].Y, 100*before.goodput()/r.capacity)
 	}
