@@ -33,6 +33,8 @@ import (
 //	FLOODGATE_OVERLOAD=1 go test -run TestOverloadEvaluation -v -timeout 30m ./cmd/internal/cli
 //
 // prints the table; with -tags plots it also draws docs/img/adaptive-*.png.
+// FLOODGATE_OVERLOAD=probes runs the judged configuration for 70 s across
+// Gradient2's baseline probes.
 // Without FLOODGATE_OVERLOAD the test runs one short run of the judged
 // configuration and asserts its shape.
 const (
