@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/adaptive"
+	"github.com/floodgate-io/floodgate/client"
 	"github.com/floodgate-io/floodgate/httplimit"
 	"github.com/floodgate-io/floodgate/redisstore"
 )
@@ -49,6 +51,15 @@ func Example_readme() {
 	}})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
 	go http.ListenAndServe("127.0.0.1:3000", mw(handler))
+	algo, _ := adaptive.NewGradient2(adaptive.Gradient2Options{}) // learns the limit from latency
+	lim, _ := adaptive.NewLimiter(adaptive.LimiterOptions{Algorithm: algo})
+	shed, _ := httplimit.Concurrency(lim, httplimit.ConcurrencyOptions{}) // X-Priority: critical | default | sheddable
+	go http.ListenAndServe("127.0.0.1:3000", mw(shed(handler)))
+	api := &http.Client{Transport: client.NewTransport(nil)} // retries 429/503 as the server asks, backs off with jitter
+	if resp, err := api.Get("http://127.0.0.1:3000/"); err == nil {
+		resp.Body.Close()
+	}
+	d, err = floodgate.Wait(ctx, limiter, "user:42", floodgate.PerSecond(10), 1) // blocks until it may pass, or fails fast past the deadline
 	store, err := redisstore.New(redisstore.Config{Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "fg:"})
 	d, err = store.AllowN(ctx, "user:42", limit, 1) // same API, same decisions, shared by every node
 	// README ends
