@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"context"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -12,39 +11,17 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/client"
+	"github.com/floodgate-io/floodgate/client/clienttest"
 )
 
-// fakeTime is a manual clock and a sleeper that moves it instead of
-// sleeping, recording every wait. The clock starts at the real time so that
-// contexts with real deadlines far ahead compare sensibly with it.
-type fakeTime struct {
-	clock *floodgate.ManualClock
-	mu    sync.Mutex
-	waits []time.Duration
-}
+// fakeTime is the tests' time: a manual clock and a sleeper that moves it.
+type fakeTime struct{ *clienttest.Time }
 
-func newFakeTime() *fakeTime { return &fakeTime{clock: floodgate.NewManualClock(time.Now())} }
-
-func (f *fakeTime) sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	f.waits = append(f.waits, d)
-	f.mu.Unlock()
-	f.clock.Advance(d)
-	return nil
-}
-
-func (f *fakeTime) slept() []time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]time.Duration(nil), f.waits...)
-}
+func newFakeTime() *fakeTime { return &fakeTime{clienttest.NewTime()} }
 
 // options are a deterministic transport's: fake time and a seeded source.
 func (f *fakeTime) options(seed uint64, more ...client.Option) []client.Option {
-	return append([]client.Option{client.WithClock(f.clock, f.sleep), client.WithRand(rand.New(rand.NewPCG(seed, 0)))}, more...)
+	return append([]client.Option{f.Option(), client.WithRand(rand.New(rand.NewPCG(seed, 0)))}, more...)
 }
 
 // answer is one scripted response; header sees the server's (fake) time.

@@ -46,7 +46,7 @@ func newConfig(opts []Option) config {
 		budget:   &budget,
 		throttle: &throttle,
 		clock:    systemClock{},
-		sleep:    sleep,
+		sleep:    Sleep,
 		random:   rand.Float64,
 		logger:   slog.Default(),
 	}
@@ -199,8 +199,9 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// sleep is the system's Sleeper.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep is the system's Sleeper: a timer, cut short when ctx is done. A
+// d ≤ 0 returns at once.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

@@ -21,35 +21,13 @@ import (
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/client"
+	"github.com/floodgate-io/floodgate/client/clienttest"
 )
 
-// fakeTime is a manual clock and a sleeper that moves it instead of
-// sleeping, recording every wait. It starts at the real time so that real
-// deadlines far ahead compare sensibly with it.
-type fakeTime struct {
-	clock *floodgate.ManualClock
-	mu    sync.Mutex
-	waits []time.Duration
-}
+// fakeTime is the tests' time: a manual clock and a sleeper that moves it.
+type fakeTime struct{ *clienttest.Time }
 
-func newFakeTime() *fakeTime { return &fakeTime{clock: floodgate.NewManualClock(time.Now())} }
-
-func (f *fakeTime) sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	f.waits = append(f.waits, d)
-	f.mu.Unlock()
-	f.clock.Advance(d)
-	return nil
-}
-
-func (f *fakeTime) slept() []time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]time.Duration(nil), f.waits...)
-}
+func newFakeTime() *fakeTime { return &fakeTime{clienttest.NewTime()} }
 
 // zeroSource makes every jitter draw 0, so that a wait is exactly what the
 // server asked.
@@ -60,13 +38,13 @@ func (zeroSource) Uint64() uint64 { return 0 }
 // exact are options that wait exactly what the server asks, on f's clock,
 // with neither budget nor throttle.
 func (f *fakeTime) exact(more ...client.Option) ClientOption {
-	return RetryOptions(append([]client.Option{client.WithClock(f.clock, f.sleep), client.WithRand(rand.New(zeroSource{})),
+	return RetryOptions(append([]client.Option{f.Option(), client.WithRand(rand.New(zeroSource{})),
 		client.WithoutBudget(), client.WithoutThrottle()}, more...)...)
 }
 
 // seeded are options with jitter from a seeded source, on f's clock.
 func (f *fakeTime) seeded(seed uint64, more ...client.Option) ClientOption {
-	return RetryOptions(append([]client.Option{client.WithClock(f.clock, f.sleep), client.WithRand(rand.New(rand.NewPCG(seed, 0)))}, more...)...)
+	return RetryOptions(append([]client.Option{f.Option(), client.WithRand(rand.New(rand.NewPCG(seed, 0)))}, more...)...)
 }
 
 // reply is one scripted answer of EmptyCall: a status (nil: OK) and the
@@ -199,7 +177,7 @@ func TestClientRetriesAsTheServerAsks(t *testing.T) {
 			if got := status.Code(err); got != tc.code {
 				t.Fatalf("code %v (%v), want %v", got, err, tc.code)
 			}
-			if got := f.slept(); !equalWaits(got, tc.waits) {
+			if got := f.Slept(); !equalWaits(got, tc.waits) {
 				t.Errorf("waits %v, want %v", got, tc.waits)
 			}
 			if got, want := svc.count(), 1+len(tc.waits); got != want {
@@ -236,7 +214,7 @@ func TestClientBacksOffWithFullJitter(t *testing.T) {
 	f := newFakeTime()
 	svc := &scripted{replies: []reply{{st: status.New(codes.Unavailable, "")}}}
 	_, err := dial(t, listen(t, svc), RetryAllMethods(), f.seeded(7, client.WithoutBudget())).EmptyCall(context.Background(), &testpb.Empty{})
-	waits := f.slept()
+	waits := f.Slept()
 	if status.Code(err) != codes.Unavailable || len(waits) != client.DefaultMaxRetries {
 		t.Fatalf("%v after waits %v, want Unavailable after %d", err, waits, client.DefaultMaxRetries)
 	}
@@ -252,7 +230,7 @@ func TestClientBacksOffWithFullJitter(t *testing.T) {
 func TestClientFailsAtOnceWhenThePushbackPassesTheDeadline(t *testing.T) {
 	f := newFakeTime()
 	svc := &scripted{replies: []reply{{st: refuse(codes.ResourceExhausted, noRetryInfo), trailer: pairs(RetryPushbackKey, "40000")}, {}}}
-	ctx, cancel := context.WithDeadline(context.Background(), f.clock.Now().Add(30*time.Second))
+	ctx, cancel := context.WithDeadline(context.Background(), f.Clock.Now().Add(30*time.Second))
 	defer cancel()
 	_, err := dial(t, listen(t, svc), RetryAllMethods(), f.exact(client.WithMaxWait(time.Hour))).EmptyCall(ctx, &testpb.Empty{})
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, client.ErrPastDeadline) || status.Code(err) != codes.DeadlineExceeded {
@@ -261,8 +239,8 @@ func TestClientFailsAtOnceWhenThePushbackPassesTheDeadline(t *testing.T) {
 	if !strings.Contains(err.Error(), "40s") || !strings.Contains(err.Error(), RetryPushbackKey) {
 		t.Errorf("error %q does not say what the server asked (40s, %s)", err, RetryPushbackKey)
 	}
-	if len(f.slept()) != 0 || svc.count() != 1 {
-		t.Errorf("waited %v and sent %d calls, want no wait and 1 call", f.slept(), svc.count())
+	if len(f.Slept()) != 0 || svc.count() != 1 {
+		t.Errorf("waited %v and sent %d calls, want no wait and 1 call", f.Slept(), svc.count())
 	}
 }
 
@@ -323,7 +301,7 @@ func TestClientPausesWhileAPolicyIsAtZero(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := f.slept(), []time.Duration{3 * time.Second}; !equalWaits(got, want) {
+	if got, want := f.Slept(), []time.Duration{3 * time.Second}; !equalWaits(got, want) {
 		t.Errorf("waits %v, want %v: one pause, before the second call only", got, want)
 	}
 }
@@ -333,7 +311,7 @@ func TestClientPausesWhileAPolicyIsAtZero(t *testing.T) {
 // passes.
 func TestClientWaitsTheRetryInfoOfTheServerInterceptor(t *testing.T) {
 	f := newFakeTime()
-	limiter := floodgate.NewMemory(floodgate.WithClock(f.clock))
+	limiter := floodgate.NewMemory(floodgate.WithClock(f.Clock))
 	unary, err := UnaryServerInterceptor(limiter, Options{Rules: []Rule{
 		{Name: "all", Limit: floodgate.Limit{Algorithm: floodgate.TokenBucket, Rate: 1, Period: 10 * time.Second}, Key: Constant("x")},
 	}})
@@ -347,7 +325,7 @@ func TestClientWaitsTheRetryInfoOfTheServerInterceptor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := f.slept(), []time.Duration{10 * time.Second}; !equalWaits(got, want) {
+	if got, want := f.Slept(), []time.Duration{10 * time.Second}; !equalWaits(got, want) {
 		t.Errorf("waits %v, want %v (the RetryInfo of a 1 per 10 s bucket)", got, want)
 	}
 	if svc.calls.Load() != 2 {
@@ -373,8 +351,8 @@ func TestClientRetriesAStreamThatFailsToOpen(t *testing.T) {
 			f := newFakeTime()
 			c := dial(t, addr, tc.opt, f.seeded(5, client.WithoutBudget(), client.WithoutThrottle()))
 			_, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
-			if status.Code(err) != codes.Unavailable || len(f.slept()) != tc.waits {
-				t.Errorf("error %v after waits %v, want Unavailable after %d", err, f.slept(), tc.waits)
+			if status.Code(err) != codes.Unavailable || len(f.Slept()) != tc.waits {
+				t.Errorf("error %v after waits %v, want Unavailable after %d", err, f.Slept(), tc.waits)
 			}
 		})
 	}
@@ -384,7 +362,7 @@ func TestClientRetriesAStreamThatFailsToOpen(t *testing.T) {
 // ratelimit metadata still pauses the next call.
 func TestClientStreamRefusedAfterOpeningPausesTheNextCall(t *testing.T) {
 	f := newFakeTime()
-	limiter := floodgate.NewMemory(floodgate.WithClock(f.clock))
+	limiter := floodgate.NewMemory(floodgate.WithClock(f.Clock))
 	opts := Options{Rules: []Rule{{Name: "all", Limit: floodgate.Limit{Algorithm: floodgate.TokenBucket, Rate: 1, Period: 4 * time.Second}, Key: Constant("x")}}}
 	stream, err := StreamServerInterceptor(limiter, opts)
 	if err != nil {
@@ -403,13 +381,13 @@ func TestClientStreamRefusedAfterOpeningPausesTheNextCall(t *testing.T) {
 	if err := open(other); err != nil {
 		t.Fatal(err)
 	}
-	if err := open(c); status.Code(err) != codes.ResourceExhausted || len(f.slept()) != 0 {
-		t.Fatalf("refused stream: %v after waits %v, want ResourceExhausted and no retry", err, f.slept())
+	if err := open(c); status.Code(err) != codes.ResourceExhausted || len(f.Slept()) != 0 {
+		t.Fatalf("refused stream: %v after waits %v, want ResourceExhausted and no retry", err, f.Slept())
 	}
 	if err := open(c); err != nil {
 		t.Fatalf("next stream: %v", err)
 	}
-	if got, want := f.slept(), []time.Duration{4 * time.Second}; !equalWaits(got, want) {
+	if got, want := f.Slept(), []time.Duration{4 * time.Second}; !equalWaits(got, want) {
 		t.Errorf("waits %v, want %v: the next stream paused until the policy's t", got, want)
 	}
 }

@@ -98,6 +98,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/client"
 	"github.com/floodgate-io/floodgate/internal/headers"
 	"github.com/floodgate-io/floodgate/observe"
 )
@@ -279,7 +280,7 @@ func (lim *limiter) decide(ctx context.Context, method string, req any, stream b
 	if c.Delay > 0 {
 		// A leaky bucket admitted the call on condition that it leaves
 		// later: holding it here is what spaces calls out.
-		if err := sleep(ctx, c.Delay); err != nil {
+		if err := client.Sleep(ctx, c.Delay); err != nil {
 			return status.FromContextError(err).Err()
 		}
 	}
@@ -409,15 +410,4 @@ func fields(rules []*Rule, ds []floodgate.Decision) metadata.MD {
 		qs[i] = headers.QuotaOf(rules[i].Name, rules[i].Limit, d)
 	}
 	return metadata.Pairs(PolicyKey, headers.PolicyValue(qs), LimitKey, headers.LimitValue(qs))
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

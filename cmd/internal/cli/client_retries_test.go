@@ -265,17 +265,10 @@ func retryOnce(ctx context.Context, c *http.Client, url, id string) (bool, error
 // sleepCtx is a client's pause (its pace or its backoff, part of the
 // workload), cut short when the run's bound passes.
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
+	if err := client.Sleep(ctx, d); err != nil {
+		return fmt.Errorf("the run passed its bound of %v: %w", retryTimeout, err)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("the run passed its bound of %v: %w", retryTimeout, ctx.Err())
-	}
+	return nil
 }
 
 // TestClientRetries: clients at 5x their limit. Floodgate's transport

@@ -14,6 +14,7 @@ import (
 
 	"github.com/floodgate-io/floodgate/cmd/internal/assemble"
 	"github.com/floodgate-io/floodgate/cmd/internal/observers"
+	"github.com/floodgate-io/floodgate/cmd/internal/policy"
 	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/observe/decisionlog"
 	"github.com/floodgate-io/floodgate/observe/insight"
@@ -142,6 +143,23 @@ func (f observeFlags) named(err error) error {
 		return fmt.Errorf("--decision-log %s: %w", f.decisionLog, err)
 	}
 	return err
+}
+
+// openObserved assembles the observers of the flags, then the stores of
+// cfg with their Redis client traced when tracing is on; close closes
+// both, the stores first.
+func openObserved(ctx context.Context, f observeFlags, cfg assemble.Config, policies *policy.Set, log *slog.Logger) (*observers.Set, *assemble.Stores, func(), error) {
+	obs, err := openObservers(ctx, f, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.WrapRedis = obs.WrapRedis()
+	st, err := assemble.Open(ctx, cfg, policies, log)
+	if err != nil {
+		closeObservers(obs, log)
+		return nil, nil, nil, err
+	}
+	return obs, st, func() { st.Close(); closeObservers(obs, log) }, nil
 }
 
 // closeObservers flushes the decision log and the spans, within a bound:

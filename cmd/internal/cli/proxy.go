@@ -261,17 +261,11 @@ func runProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	obs, err := openObservers(ctx, f.observe, log)
+	obs, st, closeAll, err := openObserved(ctx, f.observe, cfg, nil, log)
 	if err != nil {
 		return err
 	}
-	defer closeObservers(obs, log)
-	cfg.WrapRedis = obs.WrapRedis()
-	st, err := assemble.Open(ctx, cfg, nil, log)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+	defer closeAll()
 	limitText, mw := "none", func(h http.Handler) http.Handler { return h } // --concurrency alone: no rate limit
 	if f.limit != "" {
 		limit := floodgate.Limit{Algorithm: floodgate.Algorithm(f.algorithm), Rate: rate, Period: period, Burst: f.burst}
@@ -336,18 +330,11 @@ func runRoutedProxy(ctx context.Context, f proxyFlags, stderr io.Writer) error {
 	if err := requireRoutes(f.config, f.reload)(policies); err != nil {
 		return err
 	}
-	obs, err := openObservers(ctx, f.observe, log)
+	obs, st, closeAll, err := openObserved(ctx, f.observe, f.stores(defaultMode), policies, log)
 	if err != nil {
 		return err
 	}
-	defer closeObservers(obs, log)
-	stores := f.stores(defaultMode)
-	stores.WrapRedis = obs.WrapRedis()
-	st, err := assemble.Open(ctx, stores, policies, log)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+	defer closeAll()
 	eng := engine.New(policies, st).Observe(observe.SurfaceProxy, obs.Observer)
 	if f.maxDelay <= 0 {
 		return fmt.Errorf("--max-delay %s: want a positive duration", f.maxDelay)

@@ -179,18 +179,11 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	obs, err := openObservers(ctx, f.observe, log)
+	obs, st, closeAll, err := openObserved(ctx, f.observe, f.stores(defaultMode), policies, log)
 	if err != nil {
 		return err
 	}
-	defer closeObservers(obs, log)
-	stores := f.stores(defaultMode)
-	stores.WrapRedis = obs.WrapRedis()
-	st, err := assemble.Open(ctx, stores, policies, log)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+	defer closeAll()
 
 	eng := engine.New(policies, st)
 	reload := &reloader{path: f.config, flags: f.reload, holder: eng, check: st.Check,
