@@ -53,13 +53,13 @@ func TestRetryWaitsWhatTheServerAsks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ft := newFakeTime()
-			srv := serve(t, ft.clock, tc.refuse, ok)
+			srv := serve(t, ft.Clock, tc.refuse, ok)
 			status, body, err := do(t, client.NewTransport(nil, ft.options(1)...), get(t, srv.URL))
 			if err != nil || status != 200 || body != "ok" {
 				t.Fatalf("got %d %q %v, want 200 ok", status, body, err)
 			}
 			got := srv.requests()
-			waits := ft.slept()
+			waits := ft.Slept()
 			if len(got) != 2 || len(waits) != 1 {
 				t.Fatalf("%d requests and waits %v, want 2 requests and one wait", len(got), waits)
 			}
@@ -94,14 +94,14 @@ func TestDeadlineShorterThanTheWaitFailsAtOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ft := newFakeTime()
-			srv := serve(t, ft.clock, tc.refuse, ok)
-			ctx, cancel := context.WithDeadline(context.Background(), ft.clock.Now().Add(time.Minute))
+			srv := serve(t, ft.Clock, tc.refuse, ok)
+			ctx, cancel := context.WithDeadline(context.Background(), ft.Clock.Now().Add(time.Minute))
 			defer cancel()
 			_, _, err := do(t, client.NewTransport(nil, ft.options(1, tc.opts...)...), get(t, srv.URL).WithContext(ctx))
 			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, client.ErrPastDeadline) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error wrapping context.DeadlineExceeded that says %q", err, tc.want)
 			}
-			if n, w := len(srv.requests()), ft.slept(); n != 1 || len(w) != 0 {
+			if n, w := len(srv.requests()), ft.Slept(); n != 1 || len(w) != 0 {
 				t.Fatalf("%d requests, waits %v; want 1 request and no wait", n, w)
 			}
 		})
@@ -111,12 +111,12 @@ func TestDeadlineShorterThanTheWaitFailsAtOnce(t *testing.T) {
 // A wait above MaxWait is not waited: the caller gets the refusal itself.
 func TestWaitAboveMaxWaitReturnsTheRefusal(t *testing.T) {
 	ft := newFakeTime()
-	srv := serve(t, ft.clock, answer{status: 429, header: fields("Retry-After", "31"), body: "later"}, ok)
+	srv := serve(t, ft.Clock, answer{status: 429, header: fields("Retry-After", "31"), body: "later"}, ok)
 	status, body, err := do(t, client.NewTransport(nil, ft.options(1)...), get(t, srv.URL))
 	if err != nil || status != 429 || body != "later" {
 		t.Fatalf("got %d %q %v, want the 429 and its body", status, body, err)
 	}
-	if n, w := len(srv.requests()), ft.slept(); n != 1 || len(w) != 0 {
+	if n, w := len(srv.requests()), ft.Slept(); n != 1 || len(w) != 0 {
 		t.Fatalf("%d requests, waits %v; want 1 and none", n, w)
 	}
 }
@@ -125,7 +125,7 @@ func TestWaitAboveMaxWaitReturnsTheRefusal(t *testing.T) {
 func TestRetriesStopAtTheMaximum(t *testing.T) {
 	for _, n := range []int{0, 1, 3} {
 		ft := newFakeTime()
-		srv := serve(t, ft.clock, answer{status: 503, header: fields("Retry-After", "1"), body: "busy"})
+		srv := serve(t, ft.Clock, answer{status: 503, header: fields("Retry-After", "1"), body: "busy"})
 		opts := ft.options(1, client.WithoutBudget(), client.WithoutThrottle())
 		if n != client.DefaultMaxRetries {
 			opts = append(opts, client.WithMaxRetries(n))
@@ -165,7 +165,7 @@ func TestWhichRequestsAreRetried(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ft := newFakeTime()
-			srv := serve(t, ft.clock, answer{status: 429, header: fields("Retry-After", "1")}, ok)
+			srv := serve(t, ft.Clock, answer{status: 429, header: fields("Retry-After", "1")}, ok)
 			var body io.Reader
 			if tc.body != nil {
 				body = tc.body()
@@ -208,7 +208,7 @@ func TestTransportErrorsRetriedForIdempotentRequestsOnly(t *testing.T) {
 		t.Run(tc.method, func(t *testing.T) {
 			ft := newFakeTime()
 			var dropped atomic.Int32
-			srv := serveWrapped(t, ft.clock, func(h http.Handler) http.Handler { return dropFirst(&dropped, h) }, ok)
+			srv := serveWrapped(t, ft.Clock, func(h http.Handler) http.Handler { return dropFirst(&dropped, h) }, ok)
 			req, _ := http.NewRequest(tc.method, srv.URL, strings.NewReader("body"))
 			status, _, err := do(t, client.NewTransport(nil, ft.options(1, client.WithRetryNonIdempotent())...), req)
 			if got := int(dropped.Load()) + len(srv.requests()); got != tc.requests {
@@ -231,10 +231,10 @@ func TestTransportErrorsRetriedForIdempotentRequestsOnly(t *testing.T) {
 		addr := ln.Addr().String()
 		ln.Close()
 		_, _, err = do(t, client.NewTransport(nil, ft.options(1)...), get(t, "http://"+addr))
-		if err == nil || len(ft.slept()) != client.DefaultMaxRetries {
-			t.Fatalf("err %v after waits %v, want the refusal after %d backoffs", err, ft.slept(), client.DefaultMaxRetries)
+		if err == nil || len(ft.Slept()) != client.DefaultMaxRetries {
+			t.Fatalf("err %v after waits %v, want the refusal after %d backoffs", err, ft.Slept(), client.DefaultMaxRetries)
 		}
-		for i, w := range ft.slept() {
+		for i, w := range ft.Slept() {
 			if win := client.DefaultBackoff.Window(i); w < 0 || w >= win {
 				t.Fatalf("backoff %d: %v, want [0, %v)", i, w, win)
 			}
@@ -242,12 +242,12 @@ func TestTransportErrorsRetriedForIdempotentRequestsOnly(t *testing.T) {
 	})
 	t.Run("canceled", func(t *testing.T) {
 		ft := newFakeTime()
-		srv := serve(t, ft.clock, ok)
+		srv := serve(t, ft.Clock, ok)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, _, err := do(t, client.NewTransport(nil, ft.options(1)...), get(t, srv.URL).WithContext(ctx))
-		if !errors.Is(err, context.Canceled) || len(ft.slept()) != 0 {
-			t.Fatalf("got %v after waits %v, want context.Canceled at once", err, ft.slept())
+		if !errors.Is(err, context.Canceled) || len(ft.Slept()) != 0 {
+			t.Fatalf("got %v after waits %v, want context.Canceled at once", err, ft.Slept())
 		}
 	})
 }
@@ -273,19 +273,19 @@ func TestPauseAfterRateLimitAtZero(t *testing.T) {
 	ft := newFakeTime()
 	exhausted := answer{status: 200, header: fields("RateLimit", `"api";r=0;t=5`), body: "last"}
 	fresh := answer{status: 200, header: fields("RateLimit", `"api";r=9;t=10`), body: "ok"}
-	srv := serve(t, ft.clock, exhausted, fresh)
-	other := serve(t, ft.clock, ok)
+	srv := serve(t, ft.Clock, exhausted, fresh)
+	other := serve(t, ft.Clock, ok)
 	rt := client.NewTransport(nil, ft.options(1)...)
 
 	for _, step := range []struct {
 		url  string
 		wait bool // expect a pause of [5s, 5s+jitter)
 	}{{srv.URL, false}, {other.URL, false}, {srv.URL, true}, {srv.URL, false}} {
-		before := len(ft.slept())
+		before := len(ft.Slept())
 		if status, _, err := do(t, rt, get(t, step.url)); err != nil || status != 200 {
 			t.Fatalf("got %d %v", status, err)
 		}
-		waits := ft.slept()[before:]
+		waits := ft.Slept()[before:]
 		switch {
 		case step.wait && (len(waits) != 1 || waits[0] < 5*time.Second || waits[0] >= 5*time.Second+jitterWindow):
 			t.Fatalf("waits %v before the request after r=0;t=5, want one in [5s, 5.1s)", waits)
@@ -299,9 +299,9 @@ func TestPauseAfterRateLimitAtZero(t *testing.T) {
 	}
 
 	// A pause past the deadline fails without sending.
-	srv2 := serve(t, ft.clock, answer{status: 200, header: fields("RateLimit", `"api";r=0;t=20`)}, ok)
+	srv2 := serve(t, ft.Clock, answer{status: 200, header: fields("RateLimit", `"api";r=0;t=20`)}, ok)
 	do(t, rt, get(t, srv2.URL))
-	ctx, cancel := context.WithDeadline(context.Background(), ft.clock.Now().Add(10*time.Second))
+	ctx, cancel := context.WithDeadline(context.Background(), ft.Clock.Now().Add(10*time.Second))
 	defer cancel()
 	_, _, err := do(t, rt, get(t, srv2.URL).WithContext(ctx))
 	if !errors.Is(err, context.DeadlineExceeded) || len(srv2.requests()) != 1 {
@@ -313,13 +313,13 @@ func TestPauseAfterRateLimitAtZero(t *testing.T) {
 // none earlier than asked.
 func TestJitterSpreadsClientsToldTheSameWait(t *testing.T) {
 	ft := newFakeTime()
-	srv := serve(t, ft.clock, answer{status: 429, header: fields("Retry-After", "1")})
+	srv := serve(t, ft.Clock, answer{status: 429, header: fields("Retry-After", "1")})
 	first := map[time.Duration]bool{}
 	for i := range 20 {
 		rt := client.NewTransport(nil, ft.options(uint64(i), client.WithMaxRetries(1))...)
-		before := len(ft.slept())
+		before := len(ft.Slept())
 		do(t, rt, get(t, srv.URL))
-		w := ft.slept()[before]
+		w := ft.Slept()[before]
 		if w < time.Second {
 			t.Fatalf("client %d waited %v, less than the 1s asked", i, w)
 		}
@@ -334,19 +334,19 @@ func TestJitterSpreadsClientsToldTheSameWait(t *testing.T) {
 // retries stay within Max + Ratio·requests + MinPerSecond·seconds.
 func TestBudgetBoundsRetries(t *testing.T) {
 	ft := newFakeTime()
-	srv := serve(t, ft.clock, answer{status: 503, body: "busy"})
+	srv := serve(t, ft.Clock, answer{status: 503, body: "busy"})
 	b := client.Budget{Ratio: 0.1, MinPerSecond: 0.5, Max: 3}
 	rt := client.NewTransport(nil, ft.options(1, client.WithBudget(b), client.WithoutThrottle())...)
-	start := ft.clock.Now()
+	start := ft.Clock.Now()
 	const requests = 200
 	for range requests {
 		if status, _, err := do(t, rt, get(t, srv.URL)); err != nil || status != 503 {
 			t.Fatalf("got %d %v, want the 503", status, err)
 		}
-		ft.clock.Advance(10 * time.Millisecond)
+		ft.Clock.Advance(10 * time.Millisecond)
 	}
 	retries := len(srv.requests()) - requests
-	bound := b.Max + b.Ratio*requests + b.MinPerSecond*ft.clock.Now().Sub(start).Seconds()
+	bound := b.Max + b.Ratio*requests + b.MinPerSecond*ft.Clock.Now().Sub(start).Seconds()
 	if float64(retries) > bound {
 		t.Fatalf("%d retries for %d requests, above the budget's %.1f", retries, requests, bound)
 	}
@@ -364,10 +364,10 @@ func TestThrottleRejectsLocallyAndRecovers(t *testing.T) {
 	var mu sync.Mutex
 	var lastOK int64 // the last second with an accepted request
 	capacity := true
-	srv := serveWrapped(t, ft.clock, func(next http.Handler) http.Handler {
+	srv := serveWrapped(t, ft.Clock, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
-			second := ft.clock.Now().Unix()
+			second := ft.Clock.Now().Unix()
 			refuse := capacity && second == lastOK
 			if !refuse {
 				lastOK = second
@@ -383,7 +383,7 @@ func TestThrottleRejectsLocallyAndRecovers(t *testing.T) {
 	const window = 20 * time.Second
 	rt := client.NewTransport(nil, ft.options(7, client.WithMaxRetries(0), client.WithThrottleWindow(window))...)
 	run := func(d time.Duration) (accepted, refused, rejected int) {
-		for end := ft.clock.Now().Add(d); ft.clock.Now().Before(end); ft.clock.Advance(100 * time.Millisecond) {
+		for end := ft.Clock.Now().Add(d); ft.Clock.Now().Before(end); ft.Clock.Advance(100 * time.Millisecond) {
 			status, _, err := do(t, rt, get(t, srv.URL))
 			switch {
 			case errors.Is(err, client.ErrThrottled):
@@ -439,7 +439,7 @@ func TestInvalidOptionsFailEveryRequest(t *testing.T) {
 			if !errors.Is(err, client.ErrInvalidOption) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate: %v, want ErrInvalidOption naming %s", err, tc.want)
 			}
-			srv := serve(t, newFakeTime().clock, ok)
+			srv := serve(t, newFakeTime().Clock, ok)
 			_, _, err = do(t, client.NewTransport(nil, tc.opt), get(t, srv.URL))
 			if !errors.Is(err, client.ErrInvalidOption) || len(srv.requests()) != 0 {
 				t.Fatalf("RoundTrip: %v after %d requests, want ErrInvalidOption and none sent", err, len(srv.requests()))
