@@ -1,10 +1,7 @@
 package deploy
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floodgate-io/floodgate/internal/testkit"
 )
 
 // The binary the tests run, built once by TestMain the way a release is:
@@ -71,16 +70,9 @@ func TestReleaseBuildSaysItsVersionAndCommit(t *testing.T) {
 	}
 }
 
-// serving is what `floodgate serve` logs once its listeners are bound.
-type serving struct {
-	HTTP    string   `json:"http"`
-	GRPC    string   `json:"grpc"`
-	Domains []string `json:"domains"`
-}
-
 // startServe runs `floodgate serve` on ports the system picks and returns
 // the addresses it logged; the process is stopped with the test.
-func startServe(t *testing.T, args ...string) serving {
+func startServe(t *testing.T, args ...string) testkit.Serving {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	args = append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--log-format", "json", "--shutdown-delay", "0"}, args...)
@@ -94,30 +86,12 @@ func startServe(t *testing.T, args ...string) serving {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); cmd.Wait() })
-	s, err := readServing(stderr)
+	s, err := testkit.ReadServing(stderr)
 	if err != nil {
 		t.Fatalf("floodgate %s: %v", strings.Join(args, " "), err)
 	}
 	go io.Copy(io.Discard, stderr)
 	return s
-}
-
-// readServing reads log lines until "floodgate serving" (an exit or a
-// start-up error ends the stream first).
-func readServing(r io.Reader) (serving, error) {
-	sc := bufio.NewScanner(r)
-	var seen []string
-	for sc.Scan() {
-		var line struct {
-			Msg string `json:"msg"`
-			serving
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "floodgate serving" {
-			return line.serving, nil
-		}
-		seen = append(seen, sc.Text())
-	}
-	return serving{}, errors.New("exited before serving; it logged:\n" + strings.Join(seen, "\n"))
 }
 
 // waitTimeout bounds a test's calls to the service: generous, only so that

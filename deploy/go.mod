@@ -2,8 +2,11 @@ module github.com/floodgate-io/floodgate/deploy
 
 go 1.26.0
 
+replace github.com/floodgate-io/floodgate => ../
+
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/floodgate-io/floodgate v0.0.0-00010101000000-000000000000
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.37.0

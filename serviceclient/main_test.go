@@ -1,10 +1,7 @@
 package serviceclient_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
@@ -81,7 +79,7 @@ func startServe(t testing.TB, args ...string) *service {
 	}
 	s := &service{cmd: cmd}
 	t.Cleanup(s.stop)
-	addrs, err := readServing(stderr)
+	addrs, err := testkit.ReadServing(stderr)
 	if err != nil {
 		t.Fatalf("floodgate %s: %v", strings.Join(args, " "), err)
 	}
@@ -98,29 +96,6 @@ func (s *service) stop() {
 	}
 	s.cmd.Process.Kill()
 	s.cmd.Wait()
-}
-
-type serving struct {
-	HTTP string `json:"http"`
-	GRPC string `json:"grpc"`
-}
-
-// readServing reads the service's log until "floodgate serving", which
-// names the addresses it bound.
-func readServing(r io.Reader) (serving, error) {
-	sc := bufio.NewScanner(r)
-	var seen []string
-	for sc.Scan() {
-		var line struct {
-			Msg string `json:"msg"`
-			serving
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "floodgate serving" {
-			return line.serving, nil
-		}
-		seen = append(seen, sc.Text())
-	}
-	return serving{}, errors.New("exited before serving; it logged:\n" + strings.Join(seen, "\n"))
 }
 
 // waitReady polls /readyz until it answers 200, for at most
