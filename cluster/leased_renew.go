@@ -162,7 +162,11 @@ func (l *Leased) beginRenewal(e *leasedEntry, key string, limit floodgate.Limit,
 	var pinned int64
 	if e.valid(now) && !leaving {
 		reserve := int64(math.Ceil(float64(demand) * float64(l.cfg.Timeout) / float64(l.cfg.Interval)))
-		pinned = min(max(0, e.granted-e.used), reserve)
+		// Pin from the capacity, not the grant: while an earlier renewal
+		// is unanswered its cap stands, since that renewal may have been
+		// applied with a grant as small as the cap. Pinning from the grant
+		// would lift the cap above what the coordinator may have left.
+		pinned = min(max(0, e.capacity(now)-e.used), reserve)
 	}
 	e.capped, e.pinCap = true, e.used+pinned
 	return LeaseRequest{

@@ -607,3 +607,66 @@ func TestLeasedShrunkGrantsAreNeverOverrun(t *testing.T) {
 		})
 	}
 }
+
+// TestLeasedRenewalKeepsTheCapOfAnUnansweredOne: a renewal that gives
+// units back may be applied although its answer is lost, and another node
+// may then lease them. The next renewal, begun before any answer, must pin
+// no more than the give-back left, or the fleet admits those units twice.
+// (Found by TestLeasedNeverOvershootsWhateverTheDelivery.)
+func TestLeasedRenewalKeepsTheCapOfAnUnansweredOne(t *testing.T) {
+	clock := floodgate.NewManualClock(leasedEpoch)
+	mem := leaseNewMemory(clock)
+	// a's renewals in order: its first grant, a report, a give-back whose
+	// answer is lost, a renewal lost on the way. b's are all answered.
+	chaosA := &leasedChaos{inner: mem, plan: []int{9, 9, 0, 1}}
+	ctx := context.Background()
+	limit := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 10, Period: time.Second}
+	var admitted int64
+	node := func(name string, c Coordinator) func(cost int64) {
+		l, err := NewLeased(LeasedConfig{
+			Coordinator: c, Members: StaticMembers{Name: name, Nodes: 2},
+			Clock: clock, Interval: 100 * time.Millisecond, ReportUnavailable: true, WaitForRenewals: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return func(cost int64) {
+			t.Helper()
+			if cost == 0 {
+				_ = l.Sync(ctx)
+				return
+			}
+			d, err := l.AllowN(ctx, "k", limit, cost)
+			if err != nil && !errors.Is(err, floodgate.ErrStoreUnavailable) {
+				t.Fatal(err)
+			}
+			if err == nil && d.Allowed {
+				admitted += cost
+			}
+		}
+	}
+	a, b := node("a", chaosA), node("b", mem)
+	a(1) // a's first grant
+	a(1) // from the lease, so that a's next report has demand
+	a(0) // answered
+	for range 10 {
+		b(1) // b takes what it can get and is denied the rest
+	}
+	b(0) // b reports its demand
+	clock.Advance(time.Millisecond)
+	a(0) // no demand since: a gives back what it does not use to b's demand; the answer is lost
+	for range 10 {
+		b(1) // denied: b's demand grows
+	}
+	b(0) // b leases what a gave back
+	for range 10 {
+		b(1)
+	}
+	a(1) // denied: the give-back's cap holds
+	a(0) // demand again; lost on the way
+	a(1) // must still be denied
+	if admitted > limit.Rate {
+		t.Fatalf("admitted %d > R = %d", admitted, limit.Rate)
+	}
+}
