@@ -31,6 +31,9 @@ const (
 	// MaxBatchDescriptors is the most descriptors one ShouldRateLimit may
 	// carry: the service's own bound.
 	MaxBatchDescriptors = 64
+	// DefaultLearnedLimits is the number of descriptors whose limits the
+	// client remembers from the service's answers for FailLocal.
+	DefaultLearnedLimits = 4096
 )
 
 // ErrInvalidOptions is wrapped by every error New returns for bad Options.
@@ -45,6 +48,13 @@ var ErrRejected = errors.New("serviceclient: the service refused the request")
 // Options.HTTP: Envoy's gRPC API can state only fixed windows of whole
 // units, so explicit limits go over HTTP.
 var ErrNoHTTP = errors.New("serviceclient: explicit limits need Options.HTTP (the gRPC API cannot state them)")
+
+// ErrNoLocalLimit is wrapped, with floodgate.ErrStoreUnavailable, by the
+// error of a policy decision that FailLocal cannot make: the service did
+// not answer, and the client neither was given (Options.PolicyLimits) nor
+// has learned the limits of one of its descriptors, and
+// Options.UnknownLimit does not say what to do then.
+var ErrNoLocalLimit = errors.New("serviceclient: no local limit for the descriptor")
 
 // Options configures New. Give HTTP, or GRPC or GRPCAddr, or both (then
 // policy decisions use gRPC and explicit ones HTTP).
@@ -64,12 +74,34 @@ type Options struct {
 	Timeout time.Duration
 	// Fallback decides when the service does not answer within Timeout;
 	// its Mode empty means none: the error is returned. Its Timeout, zero,
-	// is Options.Timeout; its Clock, nil, is Options.Clock. Explicit
-	// decisions go through failover.New with it (breaker, local Memory,
-	// Nodes); policy decisions take FailOpen and FailClosed, and under
-	// FailLocal, which has no limit to enforce locally for a policy the
-	// service holds, return the error.
+	// is Options.Timeout; its Clock, nil, is Options.Clock. Every decision,
+	// explicit or policy, goes through one failover.New with it: one
+	// circuit breaker, one local Memory, Nodes. A policy decision under
+	// FailLocal enforces its descriptors' limits divided by Nodes: the
+	// limits PolicyLimits gives, else those learned from the service's
+	// answers (see LearnedLimits), else UnknownLimit decides.
 	Fallback failover.Config
+	// PolicyLimits, when set, gives the limits of a policy descriptor for
+	// FailLocal, as the caller's copy of the service's policy states them;
+	// ok false: the caller does not know them (the learned ones, if any,
+	// apply). ok true with no limits: the policy does not limit it. It is
+	// asked before each policy decision under FailLocal, so it must be
+	// quick and safe for concurrent use.
+	PolicyLimits func(domain string, d Descriptor) (limits []floodgate.Limit, ok bool)
+	// LearnedLimits is the number of descriptors whose limits the client
+	// remembers from the service's answers, for FailLocal (default
+	// DefaultLearnedLimits); negative learns none. An answer states each
+	// limit as q units per window w (gRPC: requests_per_unit per unit;
+	// HTTP: the RateLimit-Policy field), learned as a token bucket of q
+	// per w. Only used under FailLocal.
+	LearnedLimits int
+	// UnknownLimit is what FailLocal decides for a policy decision with a
+	// descriptor whose limits are neither given nor learned: FailOpen
+	// allows that descriptor (the others are still enforced locally),
+	// FailClosed denies the decision; empty returns an error wrapping
+	// ErrNoLocalLimit and floodgate.ErrStoreUnavailable. Only with
+	// Fallback.Mode FailLocal.
+	UnknownLimit failover.Mode
 	// CacheSize is the number of slots of the over-limit cache (default
 	// DefaultCacheSize); negative turns the cache off.
 	CacheSize int
@@ -103,6 +135,8 @@ type Client struct {
 	conn     *grpc.ClientConn             // the connection the client dialled, closed by Close
 	explicit floodgate.Limiter            // the HTTP store, behind failover when Fallback is set
 	guarded  failover.Limiter             // nil without Fallback
+	policies floodgate.BatchLimiter       // guarded's policy decisions (serviceStore.AllowAll); nil without Fallback
+	learned  *learned                     // nil unless FailLocal learns
 	cache    *overLimit                   // nil when off
 	batch    *batcher                     // nil without Batch
 }
@@ -128,13 +162,17 @@ func New(opts Options) (*Client, error) {
 	if opts.Batch != nil {
 		c.batch = newBatcher(*opts.Batch, c.sendRLS)
 	}
-	c.explicit = httpStore{c}
+	if opts.Fallback.Mode == failover.FailLocal && opts.LearnedLimits > 0 {
+		c.learned = newLearned(opts.LearnedLimits)
+	}
+	c.explicit = serviceStore{c}
 	if opts.Fallback.Mode != "" {
-		if c.guarded, err = failover.New(httpStore{c}, opts.Fallback); err != nil {
+		if c.guarded, err = failover.New(serviceStore{c}, opts.Fallback); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("%w: fallback: %w", ErrInvalidOptions, err)
 		}
 		c.explicit = c.guarded
+		c.policies = c.guarded.(floodgate.BatchLimiter) // serviceStore is one, so failover's Limiter is
 	}
 	return c, nil
 }
@@ -162,6 +200,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: timeout must not be negative, got %s", ErrInvalidOptions, o.Timeout)
 	case o.Batch != nil && o.GRPC == nil && o.GRPCAddr == "":
 		return o, fmt.Errorf("%w: batching needs gRPC (HTTP decides a request's descriptors all or nothing)", ErrInvalidOptions)
+	case o.UnknownLimit != "" && o.Fallback.Mode != failover.FailLocal:
+		return o, fmt.Errorf("%w: unknown limit %q applies only to fallback mode %s, got mode %q", ErrInvalidOptions, o.UnknownLimit, failover.FailLocal, o.Fallback.Mode)
+	case o.UnknownLimit != "" && o.UnknownLimit != failover.FailOpen && o.UnknownLimit != failover.FailClosed:
+		return o, fmt.Errorf("%w: unknown limit %q: want %s, %s or empty (an error)", ErrInvalidOptions, o.UnknownLimit, failover.FailOpen, failover.FailClosed)
 	}
 	if o.HTTP != "" {
 		u, err := url.Parse(o.HTTP)
@@ -174,6 +216,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize
+	}
+	if o.LearnedLimits == 0 {
+		o.LearnedLimits = DefaultLearnedLimits
 	}
 	if o.Clock == nil {
 		o.Clock = systemClock{}
@@ -261,11 +306,12 @@ func validate(key string, limit floodgate.Limit, cost int64) error {
 	return limit.Validate()
 }
 
-// httpStore is the explicit decision over HTTP, as a floodgate.Limiter so
-// that failover.New can put its policy around it.
-type httpStore struct{ c *Client }
+// serviceStore is the service as a store that failover.New puts its
+// policy and breaker around: AllowN is the explicit decision over HTTP,
+// AllowAll a policy decision (see policyCall).
+type serviceStore struct{ c *Client }
 
-func (s httpStore) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
+func (s serviceStore) AllowN(ctx context.Context, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
 	d, err := s.c.allowHTTP(ctx, key, limit, cost)
 	if err == nil && !d.Allowed {
 		s.c.cache.denyExplicit(key, limit, cost, d)
@@ -273,9 +319,10 @@ func (s httpStore) AllowN(ctx context.Context, key string, limit floodgate.Limit
 	return d, err
 }
 
-// HonorsDeadline tells failover that the HTTP call returns by its
-// context's deadline: failover calls it on the caller's goroutine.
-func (httpStore) HonorsDeadline() bool { return true }
+// HonorsDeadline tells failover that the calls return by their context's
+// deadline (HTTP's and gRPC's do, and the batcher waits on the context):
+// failover calls them on the caller's goroutine, which policyCall needs.
+func (serviceStore) HonorsDeadline() bool { return true }
 
 // unavailable wraps err as the service not answering.
 func unavailable(err error) error {

@@ -93,6 +93,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{"batching over HTTP", serviceclient.Options{HTTP: "http://127.0.0.1:1", Batch: &serviceclient.Batch{}}},
 		{"batch too large", serviceclient.Options{GRPCAddr: "127.0.0.1:1", Batch: &serviceclient.Batch{MaxDescriptors: 65}}},
 		{"unknown fallback", serviceclient.Options{HTTP: "http://127.0.0.1:1", Fallback: failoverConfig("maybe")}},
+		{"unknown limit without fail_local", serviceclient.Options{HTTP: "http://127.0.0.1:1", UnknownLimit: "fail_open", Fallback: failoverConfig("fail_closed")}},
+		{"unknown limit fail_local", serviceclient.Options{HTTP: "http://127.0.0.1:1", UnknownLimit: "fail_local", Fallback: failoverConfig("fail_local")}},
 	}
 	for _, tc := range cases {
 		if _, err := serviceclient.New(tc.opts); !errors.Is(err, serviceclient.ErrInvalidOptions) {

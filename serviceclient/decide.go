@@ -2,13 +2,11 @@ package serviceclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/failover"
-	"github.com/floodgate-io/floodgate/observe"
 )
 
 // Entry is one key and value of a descriptor, as in the service's policy.
@@ -65,9 +63,10 @@ type DescriptorResult struct {
 // decided all or nothing; over gRPC as the service is configured (each on
 // its own unless --atomic). When every descriptor is held by the cache as
 // over its limit for at least this cost, the answer is local. When the
-// service does not answer within Options.Timeout, the Fallback decides
-// (Result.Degraded, and observe.NoteDegraded on ctx), or the error is
-// returned, wrapping floodgate.ErrStoreUnavailable.
+// service does not answer within Options.Timeout, or the fallback's
+// circuit breaker is open, the Fallback decides (Result.Degraded, and
+// observe.NoteDegraded on ctx), or the error is returned, wrapping
+// floodgate.ErrStoreUnavailable.
 func (c *Client) Decide(ctx context.Context, domain string, descs []Descriptor, cost int64) (Result, error) {
 	if err := c.checkDecide(domain, descs, cost); err != nil {
 		return Result{}, err
@@ -75,21 +74,32 @@ func (c *Client) Decide(ctx context.Context, domain string, descs []Descriptor, 
 	if r, ok := c.cache.policy(domain, descs, cost); ok {
 		return r, nil
 	}
+	call := &policyCall{domain: domain, descs: descs, cost: cost}
+	if c.policies != nil {
+		return c.decideGuarded(ctx, call)
+	}
+	if err := c.ask(ctx, call); err != nil {
+		return Result{}, err
+	}
+	return call.result, nil
+}
+
+// ask puts call to the service and, when it answers, caches its denials,
+// learns its limits and sets call.result.
+func (c *Client) ask(ctx context.Context, call *policyCall) error {
 	var r Result
 	var err error
 	if c.rls != nil {
-		r, err = c.decideGRPC(ctx, domain, descs, cost)
+		r, err = c.decideGRPC(ctx, call.domain, call.descs, call.cost)
 	} else {
-		r, err = c.decideHTTP(ctx, domain, descs, cost)
+		r, err = c.decideHTTP(ctx, call.domain, call.descs, call.cost)
 	}
-	switch {
-	case err == nil:
-		c.cache.denyPolicy(domain, descs, cost, r)
-		return r, nil
-	case errors.Is(err, floodgate.ErrStoreUnavailable) && ctx.Err() == nil:
-		return c.fallback(ctx, len(descs), err)
+	if err != nil {
+		return err
 	}
-	return Result{}, err
+	c.cache.denyPolicy(call.domain, call.descs, call.cost, r)
+	call.result, call.answered = r, true
+	return nil
 }
 
 // checkDecide refuses what the service would, before a call.
@@ -120,30 +130,10 @@ func (c *Client) checkDecide(domain string, descs []Descriptor, cost int64) erro
 	return nil
 }
 
-// fallback is the policy decision of Options.Fallback when the service
-// did not answer, because of cause.
-func (c *Client) fallback(ctx context.Context, n int, cause error) (Result, error) {
-	var allowed bool
-	var retry time.Duration
-	switch c.opts.Fallback.Mode {
-	case failover.FailOpen:
-		allowed = true
-	case failover.FailClosed:
-		retry = c.closedRetry()
-	default: // none, or FailLocal: no local limit for a policy the service holds
-		return Result{}, cause
-	}
-	observe.NoteDegraded(ctx, cause)
-	r := Result{Allowed: allowed, Degraded: cause, Descriptors: make([]DescriptorResult, n)}
-	for i := range r.Descriptors {
-		r.Descriptors[i] = DescriptorResult{Allowed: allowed, RetryAfter: retry}
-	}
-	return r, nil
-}
-
-// closedRetry is FailClosed's RetryAfter for a policy decision: the
-// fallback's cool-down, the interval at which the explicit path's breaker
-// tries the service again.
+// closedRetry is the RetryAfter of a policy decision that the fallback
+// denies without a local count (FailClosed, or an unknown limit under
+// FailLocal): the breaker's cool-down, the interval at which it tries the
+// service again.
 func (c *Client) closedRetry() time.Duration {
 	if cd := c.opts.Fallback.CoolDown; cd > 0 {
 		return cd

@@ -50,8 +50,8 @@ func TestFallbackDecidesWhenTheServiceIsStopped(t *testing.T) {
 			}
 			r, err := c.Decide(patient(t), "shop", user("frank"), 1)
 			if tc.mode == failover.FailLocal {
-				if !errors.Is(err, floodgate.ErrStoreUnavailable) {
-					t.Errorf("policy decision under FailLocal: %+v, %v; want the error (no local policy)", r, err)
+				if !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, serviceclient.ErrNoLocalLimit) {
+					t.Errorf("policy decision under FailLocal: %+v, %v; want the error (no limit known for frank)", r, err)
 				}
 				return
 			}

@@ -39,6 +39,7 @@ func (c *Client) decideGRPC(ctx context.Context, domain string, descs []Descript
 	for i, st := range statuses {
 		r.Descriptors[i] = statusResult(st)
 	}
+	c.learned.learnGRPC(domain, descs, statuses)
 	return r, nil
 }
 

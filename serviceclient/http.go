@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/internal/headers"
 )
 
 // maxAnswerBytes bounds what the client reads of an answer: the service's
@@ -47,6 +48,10 @@ type allowAnswer struct {
 	DelayMS      int64              `json:"delay_ms"`
 	Descriptors  []descriptorAnswer `json:"descriptors"`
 	Error        string             `json:"error"`
+
+	// The RateLimit and RateLimit-Policy fields, which state each
+	// enforced limit's window (the JSON gives only its capacity).
+	rateLimit, rateLimitPolicy string
 }
 
 type descriptorAnswer struct {
@@ -99,6 +104,7 @@ func (c *Client) decideHTTP(ctx context.Context, domain string, descs []Descript
 	for i, da := range a.Descriptors {
 		r.Descriptors[i] = da.result()
 	}
+	c.learned.learnHTTP(domain, descs, a)
 	return r, nil
 }
 
@@ -154,6 +160,7 @@ func (c *Client) post(ctx context.Context, body allowRequest) (allowAnswer, erro
 		if decodeErr != nil {
 			return allowAnswer{}, unavailable(fmt.Errorf("malformed answer (HTTP %d): %w", resp.StatusCode, decodeErr))
 		}
+		a.rateLimit, a.rateLimitPolicy = resp.Header.Get(headers.LimitField), resp.Header.Get(headers.PolicyField)
 		return a, nil
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
 		return allowAnswer{}, fmt.Errorf("%w: HTTP %d: %s", ErrRejected, resp.StatusCode, a.Error)
