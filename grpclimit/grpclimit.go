@@ -288,9 +288,9 @@ func (lim *limiter) decide(ctx context.Context, method string, req any, stream b
 }
 
 // observe starts the report of a call's decision when there is an Observer.
-func (lim *limiter) observe(ctx context.Context, reqs []floodgate.Request) (context.Context, *observe.Reporting) {
+func (lim *limiter) observe(ctx context.Context, reqs []floodgate.Request) (context.Context, observe.Reporting) {
 	if lim.obs == nil {
-		return ctx, nil
+		return ctx, observe.Reporting{}
 	}
 	client := ""
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {

@@ -197,19 +197,21 @@ func End(ctx context.Context, o Observer, s Summary) {
 // when none is left, so that a surface can skip its reporting altogether.
 func Multi(obs ...Observer) Observer {
 	var list []Observer
-	spans := false
 	for _, o := range obs {
 		switch o := o.(type) {
 		case nil:
 		case multi:
 			list = append(list, o...)
-		case spanningMulti:
+		case *spanningMulti:
 			list = append(list, o.multi...)
-			spans = true
 		default:
 			list = append(list, o)
-			_, sp := o.(Spanner)
-			spans = spans || sp
+		}
+	}
+	var spanners []Spanner
+	for _, o := range list {
+		if sp, ok := o.(Spanner); ok {
+			spanners = append(spanners, sp)
 		}
 	}
 	switch {
@@ -217,8 +219,8 @@ func Multi(obs ...Observer) Observer {
 		return nil
 	case len(list) == 1:
 		return list[0]
-	case spans:
-		return spanningMulti{list}
+	case len(spanners) > 0:
+		return &spanningMulti{multi: list, spanners: spanners}
 	}
 	return multi(list)
 }
@@ -233,22 +235,22 @@ func (m multi) Observe(ctx context.Context, e Event) {
 
 // spanningMulti is a multi with a Spanner among its observers; it is a
 // separate type so that a multi without one is not mistaken for a Spanner
-// by a surface's type assertion.
-type spanningMulti struct{ multi }
+// by a surface's type assertion. It finds its Spanners once, when it is
+// made, so that Begin and End, called for every request, assert no types.
+type spanningMulti struct {
+	multi
+	spanners []Spanner // those of multi that are Spanners, in order
+}
 
-func (m spanningMulti) Begin(ctx context.Context, surface, policy string) context.Context {
-	for _, o := range m.multi {
-		if sp, ok := o.(Spanner); ok {
-			ctx = sp.Begin(ctx, surface, policy)
-		}
+func (m *spanningMulti) Begin(ctx context.Context, surface, policy string) context.Context {
+	for _, sp := range m.spanners {
+		ctx = sp.Begin(ctx, surface, policy)
 	}
 	return ctx
 }
 
-func (m spanningMulti) End(ctx context.Context, s Summary) {
-	for i := len(m.multi) - 1; i >= 0; i-- { // nested spans end inside out
-		if sp, ok := m.multi[i].(Spanner); ok {
-			sp.End(ctx, s)
-		}
+func (m *spanningMulti) End(ctx context.Context, s Summary) {
+	for i := len(m.spanners) - 1; i >= 0; i-- { // nested spans end inside out
+		m.spanners[i].End(ctx, s)
 	}
 }

@@ -72,34 +72,41 @@ func Report(ctx context.Context, o Observer, d Decided, name func(i int) string)
 // Reporting is one request's report in progress, for a surface that
 // decides with floodgate.Request values: Start it before the decision,
 // call Decided when the store has answered and Report once the outcome is
-// final. A nil *Reporting (no Observer) does nothing.
+// final. It is a value that the surface keeps in a local variable, so that
+// reporting costs no allocation beyond the decision's context. The zero
+// Reporting (no Observer) does nothing and reads no clock.
 type Reporting struct {
-	o   Observer
-	ctx NotesContext // the decision's context, with its Notes
-	d   Decided      // d.Time is the decision's start until Decided
+	o Observer
+	// ctx is the decision's context, with its Notes. It is the report's
+	// one allocation: the limiter may hand it to a goroutine that outlives
+	// the decision (failover's timed store calls do), so it can be
+	// neither on the surface's stack nor reused.
+	ctx *NotesContext
+	d   Decided // d.Time is the decision's start until Decided
 }
 
 // Start begins the report of a request to o (observe.Begin) and returns the
 // context to decide it with, which carries the request's Notes. d gives
 // the request's Surface, Policy, Client and Requests. With a nil o it
-// returns ctx and a nil *Reporting.
-func Start(ctx context.Context, o Observer, d Decided) (context.Context, *Reporting) {
+// returns ctx and the zero Reporting, without reading the clock.
+func Start(ctx context.Context, o Observer, d Decided) (context.Context, Reporting) {
 	if o == nil {
-		return ctx, nil
+		return ctx, Reporting{}
 	}
-	r := &Reporting{o: o, d: d}
-	r.d.Time = time.Now()
-	r.ctx.Context = Begin(ctx, o, d.Surface, d.Policy)
-	return &r.ctx, r
+	d.Time = time.Now()
+	nc := &NotesContext{Context: Begin(ctx, o, d.Surface, d.Policy)}
+	return nc, Reporting{o: o, ctx: nc, d: d}
 }
 
 // Decided marks the end of the decision: the Latency reported is from
-// Start to here, and the events' Time is now. Between Start and Decided a
-// surface does nothing but call its limiter, so the StoreTime reported is
-// the Latency, as the engine reports it: every surface then has the same
-// metrics (floodgate_store_duration_seconds too).
+// Start to here, and the events' Time is now, derived from Start's reading
+// and the monotonic clock's (one read here, none in the observers).
+// Between Start and Decided a surface does nothing but call its limiter,
+// so the StoreTime reported is the Latency, as the engine reports it:
+// every surface then has the same metrics
+// (floodgate_store_duration_seconds too).
 func (r *Reporting) Decided() {
-	if r != nil {
+	if r.o != nil {
 		r.d.Latency = time.Since(r.d.Time) // reads the monotonic clock alone
 		r.d.Time = r.d.Time.Add(r.d.Latency)
 		r.d.StoreTime = r.d.Latency
@@ -108,19 +115,19 @@ func (r *Reporting) Decided() {
 
 // Report reports the request's decisions ds, or its error, with Report.
 func (r *Reporting) Report(ds []floodgate.Decision, err error, name func(i int) string) {
-	if r == nil {
+	if r.o == nil {
 		return
 	}
 	r.d.Decisions, r.d.Err = ds, err
-	Report(&r.ctx, r.o, r.d, name)
+	Report(r.ctx, r.o, r.d, name)
 }
 
 // Malformed ends the report of a request that was refused before any limit
 // was decided because it was malformed (the caller's fault, not a
 // decision): no Event, only End with an Error summary.
 func (r *Reporting) Malformed(err error) {
-	if r == nil {
+	if r.o == nil {
 		return
 	}
-	End(&r.ctx, r.o, Summary{Outcome: Error, Err: err, Policy: r.d.Policy, Latency: r.d.Latency})
+	End(r.ctx, r.o, Summary{Outcome: Error, Err: err, Policy: r.d.Policy, Latency: r.d.Latency})
 }
