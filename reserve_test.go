@@ -1,0 +1,330 @@
+package floodgate_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/floodgate-io/floodgate"
+)
+
+func reserve(t *testing.T, m *floodgate.Memory, limit floodgate.Limit, cost int64) *floodgate.Reservation {
+	t.Helper()
+	r, err := m.Reserve(t.Context(), "k", limit, cost)
+	if err != nil {
+		t.Fatalf("Reserve(%v, %d): %v", limit, cost, err)
+	}
+	return r
+}
+
+func remaining(t *testing.T, m *floodgate.Memory, limit floodgate.Limit) int64 {
+	t.Helper()
+	d, err := m.AllowN(t.Context(), "k", limit, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Remaining
+}
+
+// Each algorithm's reservation, step by step: what it takes, its Delay,
+// and what Cancel gives back when.
+func TestReserveAndCancel(t *testing.T) {
+	tb := floodgate.PerSecond(10).WithBurst(3) // a unit every 100ms
+	leaky := tb.WithAlgorithm(floodgate.LeakyBucket)
+	fixed := floodgate.Limit{Algorithm: floodgate.FixedWindow, Rate: 3, Period: time.Second}
+	sliding := fixed.WithAlgorithm(floodgate.SlidingWindow)
+	for _, tc := range []struct {
+		name  string
+		limit floodgate.Limit
+		// before Cancel: reserve these costs, then let this much time pass
+		costs   []int64
+		wait    time.Duration
+		cancel  int // which reservation to cancel (index in costs)
+		delays  []time.Duration
+		ok      []bool
+		gotBack int64 // Remaining after Cancel minus before
+	}{
+		{name: "token bucket: passes now, Delay 0; Cancel at once gives it back", limit: tb,
+			costs: []int64{2}, delays: []time.Duration{0}, ok: []bool{true}, gotBack: 2},
+		{name: "token bucket: a reservation that would have to wait is not OK", limit: tb,
+			costs: []int64{3, 1}, delays: []time.Duration{0, math.MaxInt64}, ok: []bool{true, false}, cancel: 1, gotBack: 0},
+		{name: "token bucket: Cancel before the bucket refilled the units is exact", limit: tb,
+			costs: []int64{3}, wait: 250 * time.Millisecond, delays: []time.Duration{0}, ok: []bool{true}, gotBack: 3 - 2},
+		{name: "token bucket: nothing once the bucket refilled them", limit: tb,
+			costs: []int64{1}, wait: 100 * time.Millisecond, delays: []time.Duration{0}, ok: []bool{true}, gotBack: 0},
+		{name: "leaky bucket: places in the queue 100ms apart", limit: leaky,
+			costs: []int64{1, 1, 1}, delays: []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond},
+			ok: []bool{true, true, true}, cancel: 2, gotBack: 1},
+		{name: "leaky bucket: the one queued behind keeps its place (x/time/rate's rule)", limit: leaky,
+			costs: []int64{1, 1, 1}, delays: []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond},
+			ok: []bool{true, true, true}, cancel: 1, gotBack: 0},
+		{name: "leaky bucket: given back at the instant its time comes", limit: leaky,
+			costs: []int64{1, 1}, wait: 100 * time.Millisecond, delays: []time.Duration{0, 0},
+			ok: []bool{true, true}, cancel: 1, gotBack: 1},
+		{name: "leaky bucket: nothing once its time has passed", limit: leaky,
+			costs: []int64{1, 1}, wait: 150 * time.Millisecond, delays: []time.Duration{0, 0},
+			ok: []bool{true, true}, cancel: 1, gotBack: 0},
+		{name: "leaky bucket: Delay counts down", limit: leaky,
+			costs: []int64{1, 1, 1}, wait: 50 * time.Millisecond, delays: []time.Duration{0, 50 * time.Millisecond, 150 * time.Millisecond},
+			ok: []bool{true, true, true}, cancel: 2, gotBack: 1},
+		{name: "fixed window: given back within its window", limit: fixed,
+			costs: []int64{2}, wait: 900 * time.Millisecond, delays: []time.Duration{0}, ok: []bool{true}, gotBack: 2},
+		{name: "fixed window: nothing from a past window", limit: fixed,
+			costs: []int64{2}, wait: time.Second, delays: []time.Duration{0}, ok: []bool{true}, gotBack: 0},
+		{name: "sliding window: given back within its window", limit: sliding,
+			costs: []int64{2}, wait: 500 * time.Millisecond, delays: []time.Duration{0}, ok: []bool{true}, gotBack: 2},
+		{name: "sliding window: nothing once its window is the previous one", limit: sliding,
+			costs: []int64{3}, wait: 1500 * time.Millisecond, delays: []time.Duration{0}, ok: []bool{true}, gotBack: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, clock := newVirtual() // starts on a whole second
+			var rs []*floodgate.Reservation
+			for _, c := range tc.costs {
+				rs = append(rs, reserve(t, m, tc.limit, c))
+			}
+			clock.Advance(tc.wait)
+			for i, r := range rs {
+				if r.OK() != tc.ok[i] || r.Delay() != tc.delays[i] {
+					t.Fatalf("reservation %d of cost %d: OK %v, Delay %s; want %v, %s (%+v)",
+						i, tc.costs[i], r.OK(), r.Delay(), tc.ok[i], tc.delays[i], r.Decision())
+				}
+			}
+			before := remaining(t, m, tc.limit)
+			rs[tc.cancel].Cancel()
+			rs[tc.cancel].Cancel() // a second Cancel does nothing
+			if got := remaining(t, m, tc.limit) - before; got != tc.gotBack {
+				t.Fatalf("Cancel gave back %d units, want %d", got, tc.gotBack)
+			}
+		})
+	}
+}
+
+func TestReserveRefusesBadInputAndTheSlidingLog(t *testing.T) {
+	m, _ := newVirtual()
+	for _, tc := range []struct {
+		name  string
+		key   string
+		limit floodgate.Limit
+		cost  int64
+		want  error
+	}{
+		{"sliding log", "k", floodgate.Limit{Algorithm: floodgate.SlidingLog, Rate: 3, Period: time.Second}, 1, floodgate.ErrNotReservable},
+		{"empty key", "", floodgate.PerSecond(1), 1, floodgate.ErrInvalidKey},
+		{"negative cost", "k", floodgate.PerSecond(1), -1, floodgate.ErrInvalidCost},
+		{"bad limit", "k", floodgate.Limit{Algorithm: floodgate.TokenBucket, Rate: 0, Period: time.Second}, 1, floodgate.ErrInvalidLimit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := m.Reserve(t.Context(), tc.key, tc.limit, tc.cost)
+			if !errors.Is(err, tc.want) || r != nil {
+				t.Fatalf("Reserve: %v, %v; want an error wrapping %v", r, err, tc.want)
+			}
+		})
+	}
+}
+
+// A reservation cancelled after the key was decided under another limit
+// gives nothing back: its units are no longer what the key counts.
+func TestCancelAfterTheLimitChangedDoesNothing(t *testing.T) {
+	m, _ := newVirtual()
+	r := reserve(t, m, floodgate.PerSecond(10), 5)
+	other := floodgate.PerSecond(20)
+	before := remaining(t, m, other)
+	r.Cancel()
+	if after := remaining(t, m, other); after != before {
+		t.Fatalf("Remaining %d → %d after cancelling a reservation made under another limit", before, after)
+	}
+}
+
+// Cancel never gives back more than the reservation took: after it, the
+// key admits no more than a key that never saw the reservation but saw
+// every request admitted around it; and it is exact (the same Remaining
+// and ResetAfter) while nothing could have been counted behind it: a token
+// bucket before its ResetAfter, a window within its window, a leaky bucket
+// with nothing queued after it before its time. Nor does it give back less
+// than x/time/rate's rule: a leaky reservation cancelled a whole µs before
+// its time gives back its units less those queued behind it since.
+func TestCancelNeverGivesBackMoreThanItTook(t *testing.T) {
+	algs := []floodgate.Algorithm{floodgate.TokenBucket, floodgate.LeakyBucket, floodgate.FixedWindow, floodgate.SlidingWindow}
+	rapid.Check(t, func(t *rapid.T) {
+		limit := genLimit(t, rapid.SampledFrom(algs).Draw(t, "algorithm"))
+		clock := floodgate.NewManualClock(epoch)
+		real, truth := floodgate.NewMemory(floodgate.WithClock(clock)), floodgate.NewMemory(floodgate.WithClock(clock))
+		p := periodMicros(limit)
+		gap := func(label string) {
+			clock.Advance(time.Duration(rapid.Int64Range(0, p).Draw(t, label)) * time.Microsecond)
+		}
+		allow := func(m *floodgate.Memory, cost int64) floodgate.Decision {
+			d, err := m.AllowN(t.Context(), "k", limit, cost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		cost := rapid.Int64Range(1, capacity(limit))
+		for i, n := 0, rapid.IntRange(0, 5).Draw(t, "before"); i < n; i++ {
+			gap("gap before")
+			c := cost.Draw(t, "cost before")
+			if allow(real, c).Allowed != allow(truth, c).Allowed {
+				t.Fatal("two keys with the same history decided apart")
+			}
+		}
+		gap("gap to the reservation")
+		reserved := cost.Draw(t, "reserved")
+		r, err := real.Reserve(t.Context(), "k", limit, reserved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK() {
+			return
+		}
+		at, admittedAfter, queuedBehind, sumAfter := clock.Now(), false, false, int64(0)
+		for i, n := 0, rapid.IntRange(0, 5).Draw(t, "after"); i < n; i++ {
+			gap("gap after")
+			c := cost.Draw(t, "cost after")
+			if d := allow(real, c); d.Allowed {
+				admittedAfter, sumAfter = true, sumAfter+c
+				queuedBehind = queuedBehind || clock.Now().Before(at.Add(r.Decision().Delay))
+				if !allow(truth, c).Allowed {
+					t.Fatalf("admitted with the reservation, denied without it: cost %d", c)
+				}
+			}
+		}
+		gap("gap to Cancel")
+		before := allow(real, 0)
+		r.Cancel()
+		got, want := allow(real, 0), allow(truth, 0)
+		if got.Remaining > want.Remaining || got.ResetAfter < want.ResetAfter {
+			t.Fatalf("%v: after Cancel %+v, more room than without the reservation: %+v", limit, got, want)
+		}
+		elapsed, reset := us(clock.Now().Sub(at)), us(r.Decision().ResetAfter)
+		exact := false
+		switch limit.Algorithm {
+		case floodgate.TokenBucket:
+			// Nothing since, or before the backlog ahead of the reservation
+			// (ResetAfter less its own cost·Period/Rate; 1µs for rounding)
+			// had drained.
+			exact = (!admittedAfter && elapsed < reset) || (elapsed+1)*limit.Rate+reserved*p < reset*limit.Rate
+		case floodgate.LeakyBucket:
+			exact = !queuedBehind && elapsed < us(r.Decision().Delay)
+		default:
+			exact = at.UnixMicro()/p == clock.Now().UnixMicro()/p
+		}
+		if exact && (got.Remaining != want.Remaining || got.ResetAfter != want.ResetAfter) {
+			t.Fatalf("%v: after Cancel %+v, without the reservation %+v", limit, got, want)
+		}
+		if got.Remaining < before.Remaining {
+			t.Fatalf("%v: Cancel took room: Remaining %d → %d", limit, before.Remaining, got.Remaining)
+		}
+		if limit.Algorithm == floodgate.LeakyBucket && elapsed+1 <= us(r.Decision().Delay) {
+			// Everything since queued behind it, each unit an interval.
+			if back := got.Remaining - before.Remaining; back != max(0, reserved-sumAfter) {
+				t.Fatalf("%v: Cancel %dµs before its time gave back %d units; reserved %d, %d queued behind since",
+					limit, us(r.Decision().Delay)-elapsed, back, reserved, sumAfter)
+			}
+		}
+	})
+}
+
+// Reserve then Cancel on one key: a reservation is one allocation (the
+// *Reservation); both take the shard's lock.
+func BenchmarkReserveCancel(b *testing.B) {
+	m := floodgate.NewMemory()
+	limit := floodgate.PerSecond(1_000_000)
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := m.Reserve(ctx, "k", limit, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Cancel()
+	}
+}
+
+// A bucket's Cancel gives back only what is still ahead of now of the
+// reservation's units (for a leaky bucket, less what later requests queued
+// behind them): never the part that has already drained, which a later
+// request may then be counted from. Each case runs the same requests on a
+// key without the reservation (the truth) and wants Cancel to leave the
+// key exactly as that one. The leaky limits are 3 per µs: a unit is a
+// third of a µs, and the reservation's Delay is rounded up to 1µs, so its
+// time comes after part of its place has drained (rapid found the first
+// case, where Cancel gave back room that a later request had been counted
+// from).
+func TestBucketCancelGivesBackNoMoreThanItTook(t *testing.T) {
+	leaky := floodgate.Limit{Algorithm: floodgate.LeakyBucket, Rate: 3, Period: time.Microsecond}
+	type step struct {
+		gap     time.Duration // before the step
+		cost    int64
+		reserve bool // the reservation, rather than an AllowN
+	}
+	for _, tc := range []struct {
+		name       string
+		limit      floodgate.Limit
+		steps      []step
+		cancelGap  time.Duration // from the last step to Cancel
+		wantRemain int64         // Remaining after Cancel, as the truth has
+	}{
+		{name: "rapid's case: the reservation drained by its time, the request after counted from now",
+			limit: leaky, // burst 3
+			steps: []step{{0, 1, false}, {0, 1, false}, {0, 1, false}, {time.Microsecond, 1, false},
+				{0, 2, true}, // Delay 1µs: its place is 1⅓µs to 2µs
+				{0, 1, false}, {time.Microsecond, 1, false}},
+			wantRemain: 2},
+		{name: "cancelled at its time, a third of a µs of its place still ahead, one request queued behind",
+			limit: leaky.WithBurst(6),
+			steps: []step{{0, 1, false},
+				{0, 3, true}, // Delay 1µs: its place is ⅓µs to 1⅓µs
+				{time.Microsecond, 1, false}},
+			wantRemain: 5},
+		{name: "cancelled before its time, nothing after: exact",
+			limit:     leaky.WithBurst(6),
+			steps:     []step{{0, 4, false}, {0, 2, true}}, // Delay 2µs
+			cancelGap: time.Microsecond, wantRemain: 5},
+		{name: "token bucket: a request since, the rest of the units not yet refilled given back",
+			limit:      floodgate.PerSecond(10).WithBurst(3),                     // a unit every 100ms
+			steps:      []step{{0, 3, true}, {250 * time.Millisecond, 1, false}}, // 50ms of the 300 left
+			wantRemain: 2},
+		{name: "token bucket: refilled before the request since, nothing given back",
+			limit:     floodgate.PerSecond(10).WithBurst(3),
+			steps:     []step{{0, 3, true}, {300 * time.Millisecond, 3, false}},
+			cancelGap: 50 * time.Millisecond, wantRemain: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			real, clock := newVirtual()
+			truth := floodgate.NewMemory(floodgate.WithClock(clock))
+			var r *floodgate.Reservation
+			for i, s := range tc.steps {
+				clock.Advance(s.gap)
+				if s.reserve {
+					r = reserve(t, real, tc.limit, s.cost)
+					if !r.OK() {
+						t.Fatalf("step %d: the reservation of %d is not OK: %+v", i, s.cost, r.Decision())
+					}
+					continue
+				}
+				d, err := real.AllowN(t.Context(), "k", tc.limit, s.cost)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					if _, err := truth.AllowN(t.Context(), "k", tc.limit, s.cost); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			clock.Advance(tc.cancelGap)
+			r.Cancel()
+			got, want := remaining(t, real, tc.limit), remaining(t, truth, tc.limit)
+			if want != tc.wantRemain {
+				t.Fatalf("the case is wrong: the truth has %d remaining, the case says %d", want, tc.wantRemain)
+			}
+			if got != want {
+				t.Fatalf("after Cancel %d remaining; a key that never saw the reservation has %d", got, want)
+			}
+		})
+	}
+}
