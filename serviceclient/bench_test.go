@@ -2,10 +2,13 @@ package serviceclient_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/failover"
 	"github.com/floodgate-io/floodgate/serviceclient"
 )
 
@@ -47,5 +50,35 @@ func BenchmarkAllowHTTP(b *testing.B) {
 		if _, err := c.AllowN(ctx, "k", limit, 1); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkPolicyFallback is a policy decision during an outage, once the
+// breaker is open: no call, the fallback's answer (FailLocal: a local
+// limit given by PolicyLimits, divided by Nodes, large enough to admit).
+func BenchmarkPolicyFallback(b *testing.B) {
+	for _, mode := range failover.Modes() {
+		b.Run(string(mode), func(b *testing.B) {
+			limits := func(string, serviceclient.Descriptor) ([]floodgate.Limit, bool) {
+				return []floodgate.Limit{floodgate.PerSecond(1_000_000_000)}, true
+			}
+			c, err := serviceclient.New(serviceclient.Options{HTTP: "http://" + closedPort(b), PolicyLimits: limits,
+				Clock:    floodgate.NewManualClock(time.Unix(1_700_000_000, 0)),
+				Fallback: failover.Config{Mode: mode, Nodes: 2, Logger: slog.New(slog.DiscardHandler)}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			ctx, descs := context.Background(), user("hot")
+			for range failover.DefaultFailureThreshold { // open the breaker
+				c.Decide(ctx, "shop", descs, 1)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if r, err := c.Decide(ctx, "shop", descs, 1); err != nil || !errors.Is(r.Degraded, failover.ErrBreakerOpen) {
+					b.Fatalf("%+v, %v: want the fallback's answer, the breaker open", r, err)
+				}
+			}
+		})
 	}
 }

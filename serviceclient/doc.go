@@ -37,12 +37,25 @@
 //     nothing.
 //   - A timeout (Options.Timeout) and a fallback when the service does not
 //     answer within it (Options.Fallback, failover's modes): FailOpen
-//     allows, FailClosed denies with a RetryAfter, FailLocal (explicit
-//     limits only) enforces the limit divided by Nodes in a local Memory.
-//     Explicit decisions run through failover.New, with its circuit
-//     breaker, so the fallback of AllowN is exactly failover's; the cause is
-//     noted in the context's observe.Notes (observe.NoteDegraded). Policy
-//     decisions report it in Result.Degraded.
+//     allows, FailClosed denies with a RetryAfter, FailLocal enforces the
+//     limit divided by Nodes in a local Memory. Every decision, explicit
+//     or policy, goes through one failover.New, so one circuit breaker
+//     (failures of either kind open it, and while it is open neither
+//     calls the service) and one local Memory serve both. The cause is
+//     noted in the context's observe.Notes (observe.NoteDegraded); policy
+//     decisions also report it in Result.Degraded.
+//   - Limits for FailLocal's policy decisions. The client cannot see the
+//     service's policy, so a policy descriptor's limits are those
+//     Options.PolicyLimits gives (the caller's copy of the policy), else
+//     those learned from the service's last answer for it (at most
+//     Options.LearnedLimits descriptors): gRPC's current_limit (the
+//     tightest limit, requests_per_unit per unit) or HTTP's
+//     RateLimit-Policy field (every enforced limit, q per w), each
+//     enforced as a token bucket of q per w. A descriptor without known
+//     limits is decided by Options.UnknownLimit (FailOpen: it passes;
+//     FailClosed: the decision is denied), or the decision fails with
+//     ErrNoLocalLimit: never a silent default. The local decision of
+//     several descriptors is all or nothing.
 //
 // It is not a rate limiter of its own: without the service it decides
 // nothing but its fallback.

@@ -91,7 +91,7 @@ func (c *Client) standIns(call *policyCall) standIns {
 			continue
 		}
 		for j, l := range limits {
-			st.reqs = append(st.reqs, floodgate.Request{Key: key + "#" + strconv.Itoa(j), Limit: l, Cost: call.cost})
+			st.reqs = append(st.reqs, floodgate.Request{Key: limitKey(key, j), Limit: l, Cost: call.cost})
 		}
 	}
 	st.from[len(call.descs)] = len(st.reqs)
@@ -145,6 +145,16 @@ func localResult(ds []floodgate.Decision) DescriptorResult {
 	d := floodgate.Combine(ds)
 	return DescriptorResult{Allowed: d.Allowed, Limited: len(ds) > 0, Limit: d.Limit, Remaining: d.Remaining,
 		RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter}
+}
+
+// limitKey names limit j of the descriptor of policyKey key in the local
+// Memory: key itself for the first, key#j for the others ('#' cannot
+// start a part of a policyKey, so no two descriptors' names meet).
+func limitKey(key string, j int) string {
+	if j == 0 {
+		return key
+	}
+	return key + "#" + strconv.Itoa(j)
 }
 
 func firstUnknown(unknown []bool) int {

@@ -14,7 +14,7 @@ import (
 
 // closedPort is an address on 127.0.0.1 where nothing listens: calls to
 // it are refused at once.
-func closedPort(t *testing.T) string {
+func closedPort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
