@@ -35,7 +35,11 @@ type Result struct {
 	// Cached: answered from the over-limit cache, without a call.
 	Cached bool
 	// Degraded, when not nil, is why the service did not decide: the
-	// fallback did (it wraps floodgate.ErrStoreUnavailable).
+	// fallback did (it wraps floodgate.ErrStoreUnavailable;
+	// failover.ErrBreakerOpen when the breaker skipped the call). The
+	// Descriptors are then the fallback's: under FailLocal a known
+	// descriptor's Limit, Remaining, RetryAfter and ResetAfter are its
+	// local share's (no Name); otherwise only Allowed and RetryAfter.
 	Degraded error
 }
 
