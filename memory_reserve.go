@@ -51,24 +51,32 @@ import (
 // tell what came after the reservation; a caller of a Redis store can give
 // units back with Adjust instead, without that guard.
 func (m *Memory) Reserve(_ context.Context, key string, limit Limit, cost int64) (*Reservation, error) {
-	if err := checkRequest(key, cost); err != nil {
+	// Small enough to inline, so that a caller that keeps the reservation
+	// to itself has it on its stack: no allocation.
+	return m.reserve(new(Reservation), key, limit, cost)
+}
+
+// reserve decides the request into r and records what Cancel needs; it
+// returns r, or nil and the error.
+func (m *Memory) reserve(r *Reservation, key string, limit Limit, cost int64) (*Reservation, error) {
+	r.m, r.key, r.limit, r.cost = m, key, limit, cost
+	if err := checkRequest(r.key, r.cost); err != nil {
 		return nil, err
 	}
-	cl, err := m.limits.get(limit)
+	cl, err := m.limits.get(r.limit)
 	if err != nil {
 		return nil, err
 	}
 	if cl.params.Kind == algo.SlidingLog {
-		return nil, fmt.Errorf("%w: %s merges the requests it records, so a reservation could not be given back", ErrNotReservable, limit.Algorithm)
+		return nil, fmt.Errorf("%w: %s merges the requests it records, so a reservation could not be given back", ErrNotReservable, r.limit.Algorithm)
 	}
 	now := m.now()
-	h := m.hash(key)
+	h := m.hash(r.key)
 	sh := m.shardOf(h)
-	r := &Reservation{m: m, key: key, limit: limit, cost: cost}
 	var res algo.Result
 	w := sh.t.Lock()
-	sh.decide(w, h, key, cl, now, cost, &res)
-	if i := w.Find(h, key); i >= 0 && res.Allowed {
+	sh.decide(w, h, r.key, cl, now, r.cost, &res)
+	if i := w.Find(h, r.key); i >= 0 && res.Allowed {
 		ref := w.Slot(i)
 		r.after = ref.Value().state
 		ref.Unlock()

@@ -1,6 +1,7 @@
 package floodgate_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -125,6 +126,60 @@ func TestReserveRefusesBadInputAndTheSlidingLog(t *testing.T) {
 	}
 }
 
+// floodgate.Reserve reserves on any Limiter that can (a *Memory) and fails
+// on the others with ErrNotReservable, without asking them.
+func TestReserveOnAnyLimiter(t *testing.T) {
+	asked := false
+	other := limiterFunc(func(context.Context, string, floodgate.Limit, int64) (floodgate.Decision, error) {
+		asked = true
+		return floodgate.Decision{Allowed: true}, nil
+	})
+	m, _ := newVirtual()
+	for _, tc := range []struct {
+		name string
+		l    floodgate.Limiter
+		ok   bool  // an OK reservation, or else an error
+		want error // the error wraps this, when not nil
+	}{
+		{name: "a Memory", l: m, ok: true},
+		{name: "a Limiter that does not reserve", l: other, want: floodgate.ErrNotReservable},
+		{name: "nil", l: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := floodgate.Reserve(t.Context(), tc.l, "k", floodgate.PerSecond(10), 1)
+			if tc.ok {
+				if err != nil || !r.OK() {
+					t.Fatalf("Reserve: %+v, %v; want an OK reservation", r, err)
+				}
+				return
+			}
+			if err == nil || r != nil || (tc.want != nil && !errors.Is(err, tc.want)) {
+				t.Fatalf("Reserve: %v, %v; want no reservation and an error (wrapping %v)", r, err, tc.want)
+			}
+		})
+	}
+	if asked {
+		t.Fatal("Reserve asked a Limiter that cannot reserve for a decision")
+	}
+}
+
+// A reservation cancelled after its key was Reset gives nothing back: the
+// key is gone, and a fresh one starts full.
+func TestCancelAfterResetDoesNothing(t *testing.T) {
+	m, _ := newVirtual()
+	limit := floodgate.PerSecond(10).WithAlgorithm(floodgate.LeakyBucket)
+	r := reserve(t, m, limit, 5)
+	if err := m.Reset(t.Context(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, m, limit, 3)
+	before := remaining(t, m, limit)
+	r.Cancel()
+	if after := remaining(t, m, limit); after != before {
+		t.Fatalf("Remaining %d → %d after cancelling a reservation made before Reset", before, after)
+	}
+}
+
 // A reservation cancelled after the key was decided under another limit
 // gives nothing back: its units are no longer what the key counts.
 func TestCancelAfterTheLimitChangedDoesNothing(t *testing.T) {
@@ -228,8 +283,8 @@ func TestCancelNeverGivesBackMoreThanItTook(t *testing.T) {
 	})
 }
 
-// Reserve then Cancel on one key: a reservation is one allocation (the
-// *Reservation); both take the shard's lock.
+// Reserve then Cancel on one key: both take the shard's lock; Reserve
+// inlines, so a reservation its caller keeps to itself is not allocated.
 func BenchmarkReserveCancel(b *testing.B) {
 	m := floodgate.NewMemory()
 	limit := floodgate.PerSecond(1_000_000)

@@ -70,3 +70,29 @@ func TestLeakyReservationsMatchXTimeRate(t *testing.T) {
 		}
 	}
 }
+
+// Reserve then Cancel on one key, Floodgate's Memory against
+// x/time/rate's Limiter (one key, no map): neither allocates a
+// reservation its caller keeps to itself.
+func BenchmarkReserveCancel(b *testing.B) {
+	b.Run("floodgate", func(b *testing.B) {
+		mem := floodgate.NewMemory()
+		limit := floodgate.Limit{Algorithm: floodgate.LeakyBucket, Rate: 1_000_000, Period: time.Second}
+		ctx := b.Context()
+		b.ReportAllocs()
+		for b.Loop() {
+			r, err := mem.Reserve(ctx, "k", limit, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.Cancel()
+		}
+	})
+	b.Run("x-time-rate", func(b *testing.B) {
+		peer := rate.NewLimiter(1_000_000, 1_000_000)
+		b.ReportAllocs()
+		for b.Loop() {
+			peer.ReserveN(time.Now(), 1).Cancel()
+		}
+	})
+}
