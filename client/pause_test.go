@@ -70,3 +70,43 @@ func TestResolve(t *testing.T) {
 		t.Errorf("Resolve(WithMaxRetries(-1)) error %v, want ErrInvalidOption", err)
 	}
 }
+
+// A margin taught by Learn makes Note pause at an r up to it, keeps the
+// largest lesson, and halves every 8 of the lesson's periods.
+func TestPausesMarginTreatsASmallRAsZero(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	var p client.Pauses
+	p.Learn(0, time.Second, now)  // nothing taken: nothing learned
+	p.Learn(-3, time.Second, now) // time gave units back: nothing learned
+	if p.Learning() || p.Margin(now) != 0 {
+		t.Fatal("a lesson of no units taught a margin")
+	}
+	p.Learn(10, time.Second, now)
+	p.Learn(4, time.Second, now) // smaller: the margin stays 10
+	steps := []struct {
+		at   time.Duration
+		want int64
+	}{{0, 10}, {8*time.Second - 1, 10}, {8 * time.Second, 5}, {16 * time.Second, 2}, {24 * time.Second, 1}, {32 * time.Second, 0}}
+	for _, s := range steps {
+		if got := p.Margin(now.Add(s.at)); got != s.want {
+			t.Errorf("Margin at +%v = %d, want %d", s.at, got, s.want)
+		}
+	}
+	if p.Learning() {
+		t.Error("Learning after the margin halved to 0")
+	}
+
+	p.Learn(3, time.Second, now)
+	p.Note("api", 4, time.Second, now) // above the margin: no pause
+	if p.Active() {
+		t.Fatal("r=4 above a margin of 3 paused")
+	}
+	p.Note("api", 3, time.Second, now)
+	if got := p.Left(now); got != time.Second {
+		t.Fatalf("after r=3 at a margin of 3, Left = %v, want the policy's t, 1s", got)
+	}
+	p.Note("api", 7, time.Second, now)
+	if p.Active() {
+		t.Error("r=7 above the margin did not end the pause")
+	}
+}

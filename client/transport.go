@@ -81,6 +81,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	why := t.notRetryable(req)
 	r := req
 	for n := 0; ; n++ {
+		p.sent.Add(1)
 		resp, err := t.base.RoundTrip(r)
 		asked, source, retry := t.observe(r, p, resp, err)
 		if !retry || !t.mayRetry(why, err) {
@@ -174,7 +175,9 @@ func (t *transport) observe(r *http.Request, p *peer, resp *http.Response, err e
 	if !refused && p.throttle != nil {
 		p.throttle.Accept(now)
 	}
-	quotas := t.quotas(resp.Header, p, refused)
+	limit := fieldValue(resp.Header, limitKey)
+	quotas := t.quotas(limit, resp.Header, p, refused)
+	p.hear(limit, refused, now)
 	p.record(quotas, now)
 	if !refused {
 		return 0, "", false
@@ -183,12 +186,12 @@ func (t *transport) observe(r *http.Request, p *peer, resp *http.Response, err e
 	return asked, source, true
 }
 
-// quotas reads the RateLimit fields of a response: always on a refusal,
-// otherwise only when some policy may be at r=0 or some pause may end, so
-// that an ordinary answer costs no parsing.
-func (t *transport) quotas(h http.Header, p *peer, refused bool) []headers.Quota {
-	limit := fieldValue(h, limitKey)
-	if limit == "" || !refused && !strings.Contains(limit, "r=0") && !p.Active() {
+// quotas reads the RateLimit fields of a response (limit is its RateLimit
+// field): always on a refusal, otherwise only when some policy may be at
+// r=0, some pause may end or a margin was learned, so that an ordinary
+// answer costs no parsing.
+func (t *transport) quotas(limit string, h http.Header, p *peer, refused bool) []headers.Quota {
+	if limit == "" || !refused && !strings.Contains(limit, "r=0") && !p.Active() && !p.Learning() {
 		return nil
 	}
 	qs, err := headers.ParseQuotas(limit, fieldValue(h, policyKey))
@@ -369,6 +372,8 @@ func closeBody(req *http.Request) {
 type peer struct {
 	budget   *BudgetState   // nil without a budget
 	throttle *ThrottleState // nil without a throttle
+	sent     atomic.Int64   // attempts sent to the host
+	heard    heard
 	Pauses
 }
 
@@ -377,6 +382,92 @@ func (p *peer) record(quotas []headers.Quota, now time.Time) {
 	for _, q := range quotas {
 		p.Note(q.Name, q.Remaining, q.Reset, now)
 	}
+}
+
+// heard is the fewest units any policy had left in the last response that
+// said, and when: what the next answer's r is compared with (peer.hear).
+type heard struct {
+	mu        sync.Mutex
+	remaining int64 // -1: the last response had no r
+	sent      int64 // peer.sent then
+}
+
+// hear reads the smallest r of a response's RateLimit field (limit),
+// without allocating, and learns from it what other clients took.
+//
+// Between the previous answer that said r and this one, the server's
+// units can only have gone to this client's requests sent since (k, this
+// one included, which took nothing when it was refused) or to others, and
+// time only gives units back: so others took at least r_prev − k − r_now.
+// For a client alone that is never above 0. When it is, the quota is
+// shared and the r a client hears is gone before it sends again:
+// Pauses.Learn keeps the most others took as the margin, halved each t (the
+// policy's time back to full) without a larger lesson.
+func (p *peer) hear(limit string, refused bool, now time.Time) {
+	r, reset := leastRemaining(limit)
+	sent := p.sent.Load()
+	p.heard.mu.Lock()
+	prev, own := p.heard.remaining, sent-p.heard.sent
+	p.heard.remaining, p.heard.sent = r, sent
+	p.heard.mu.Unlock()
+	if refused {
+		own--
+	}
+	if prev > 0 && r >= 0 {
+		p.Learn(prev-own-r, reset, now)
+	}
+}
+
+// leastRemaining is the smallest r parameter among a RateLimit field's
+// items and that item's t, r -1 when there is none: a scan that skips
+// quoted names and allocates nothing, so that every answer can be read. A
+// parameter that is not a plain non-negative integer is skipped
+// (ParseQuotas reports it when the field is parsed).
+func leastRemaining(limit string) (least int64, reset time.Duration) {
+	least = -1
+	r, t, quoted := int64(-1), int64(0), false
+	for i := 0; i <= len(limit); i++ {
+		if i == len(limit) || !quoted && limit[i] == ',' {
+			if r >= 0 && (least < 0 || r < least) {
+				least, reset = r, time.Duration(t)*time.Second
+			}
+			r, t = -1, 0
+			continue
+		}
+		switch c := limit[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == ';':
+			key, n, next := param(limit, i+1)
+			switch key {
+			case 'r':
+				r = n
+			case 't':
+				t = max(n, 0)
+			}
+			i = next - 1
+		}
+	}
+	return least, reset
+}
+
+// param reads a one-letter parameter with a plain integer value at s[i:]
+// (after its ';'): its key, its value (-1 when not a plain non-negative
+// integer) and where the scan goes on; key 0 for any other parameter.
+func param(s string, i int) (key byte, n int64, next int) {
+	for i < len(s) && s[i] == ' ' {
+		i++
+	}
+	if i+1 >= len(s) || s[i+1] != '=' {
+		return 0, -1, i
+	}
+	key, n = s[i], -1
+	for i += 2; i < len(s) && s[i] >= '0' && s[i] <= '9' && n < 1e15; i++ {
+		n = max(n, 0)*10 + int64(s[i]-'0')
+	}
+	return key, n, i
 }
 
 // peers is a copy-on-write map of hosts to peers: reads take no lock and

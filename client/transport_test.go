@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -448,5 +449,49 @@ func TestInvalidOptionsFailEveryRequest(t *testing.T) {
 	}
 	if err := client.Validate(client.WithThrottle(1), client.WithMaxRetries(0), client.WithoutBudget()); err != nil {
 		t.Fatalf("valid options: %v", err)
+	}
+}
+
+// The transport compares the r of consecutive answers: when r fell by more
+// than its own requests took, other clients share the quota, and the
+// transport pauses at an r up to what they took (the margin), as at r=0. A
+// client alone never learns a margin: it sends until r=0.
+func TestSharedQuotaPausesBeforeTheOthersTakeWhatIsLeft(t *testing.T) {
+	rl := func(r int) answer {
+		return answer{status: 200, header: fields("RateLimit-Policy", `"api";q=100;w=1`, "RateLimit", fmt.Sprintf(`"api";r=%d;t=1`, r))}
+	}
+	refused := answer{status: 429, header: fields("Retry-After", "1", "RateLimit", `"api";r=0;t=1`)}
+	for _, tc := range []struct {
+		name    string
+		answers []answer
+		paused  []bool // before each request: a pause of [1s, 1s+jitter)
+	}{
+		{"alone: r falls by one a request", []answer{rl(5), rl(4), rl(3), rl(2), rl(1)},
+			[]bool{false, false, false, false, false}},
+		{"alone: time gives units back", []answer{rl(5), rl(30), rl(29), rl(2)},
+			[]bool{false, false, false, false}},
+		{"shared: others took 29 of 50", []answer{rl(50), rl(20), rl(25), rl(40), rl(39)},
+			[]bool{false, false, false, true, false}},
+		{"shared: refused after r=3 (a pause for its r=0, then for r=3)", []answer{rl(3), refused, rl(3), rl(50), rl(49)},
+			[]bool{false, false, true, true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ft := newFakeTime()
+			srv := serve(t, ft.Clock, tc.answers...)
+			rt := client.NewTransport(nil, ft.options(1, client.WithMaxRetries(0))...)
+			for i, paused := range tc.paused {
+				before := len(ft.Slept())
+				if _, _, err := do(t, rt, get(t, srv.URL)); err != nil {
+					t.Fatal(err)
+				}
+				waits := ft.Slept()[before:]
+				switch {
+				case paused && (len(waits) != 1 || waits[0] < time.Second || waits[0] >= time.Second+jitterWindow):
+					t.Fatalf("request %d: waits %v, want one in [1s, 1.1s): the r heard is within what others take", i, waits)
+				case !paused && len(waits) != 0:
+					t.Fatalf("request %d: waits %v, want none", i, waits)
+				}
+			}
+		})
 	}
 }
