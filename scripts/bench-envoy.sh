@@ -35,11 +35,7 @@ rounds=${FLOODGATE_ENVOY_BENCH_ROUNDS:-3}
 conc=${FLOODGATE_ENVOY_BENCH_CONC:-64}
 keys=${FLOODGATE_ENVOY_BENCH_KEYS:-10000}
 port=${FLOODGATE_ENVOY_BENCH_PORT:-17380}
-svc_pin=() bench_pin=()
-if [ "${FLOODGATE_ENVOY_BENCH_PIN:-}" = 1 ]; then
-	command -v taskset >/dev/null || { echo "bench-envoy: FLOODGATE_ENVOY_BENCH_PIN needs taskset" >&2; exit 1; }
-	svc_pin=(taskset -c 0) bench_pin=(taskset -c 1)
-fi
+pin_from FLOODGATE_ENVOY_BENCH_PIN
 for tool in redis-server redis-cli jq; do
 	command -v "$tool" >/dev/null || { echo "bench-envoy: $tool not found" >&2; exit 1; }
 done

@@ -25,6 +25,8 @@
 #   FLOODGATE_GUBER_BENCH_CONC     closed-loop callers (default 64)
 #   FLOODGATE_GUBER_BENCH_KEYS     distinct keys (default 10000; gubernator's default cache holds 50,000)
 #   FLOODGATE_GUBER_BENCH_PORT     first of the 8 consecutive ports used (default 17480)
+#   FLOODGATE_GUBER_BENCH_PIN      1: the services on CPU 0, the load generator on CPU 1
+#                                  (taskset), so that the load does not take the services' CPU
 # Needs jq and curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +44,7 @@ for tool in jq curl; do
 	command -v "$tool" >/dev/null || { echo "$prog: $tool not found" >&2; exit 1; }
 done
 [ -x "$guber" ] || { echo "$prog: $guber is not an executable" >&2; exit 1; }
+pin_from FLOODGATE_GUBER_BENCH_PIN
 
 start_work
 
@@ -73,7 +76,7 @@ gubernator() {
 	(cd "$work" && exec env OTEL_TRACES_EXPORTER=none \
 		GUBER_GRPC_ADDRESS="127.0.0.1:$p" GUBER_HTTP_ADDRESS="127.0.0.1:$((p + 1))" \
 		GUBER_MEMBERLIST_ADDRESS="127.0.0.1:$((p + 2))" GUBER_MEMBERLIST_BIND_ADDRESS="127.0.0.1:$((p + 2))" \
-		GUBER_MEMBERLIST_KNOWN_NODES="127.0.0.1:$((p + 2))" "$@" "$guber" >"$work/$name.log" 2>&1) &
+		GUBER_MEMBERLIST_KNOWN_NODES="127.0.0.1:$((p + 2))" "$@" "${svc_pin[@]}" "$guber" >"$work/$name.log" 2>&1) &
 	pids+=($!)
 	pid[$name]=$!
 	addr[$name]=127.0.0.1:$p
@@ -87,7 +90,7 @@ gubernator() {
 }
 gubernator gubernator "$port"
 gubernator gubernator-untraced $((port + 3)) OTEL_TRACES_SAMPLER=always_off
-"$work/floodgate" serve --config "$work/bench.yaml" \
+"${svc_pin[@]}" "$work/floodgate" serve --config "$work/bench.yaml" \
 	--http "127.0.0.1:$((port + 6))" --grpc "127.0.0.1:$((port + 7))" >"$work/floodgate.log" 2>&1 &
 pids+=($!)
 pid[floodgate]=$!
@@ -98,7 +101,7 @@ hz=$(getconf CLK_TCK)
 bench() { # bench SERVICE SECONDS: one closed-loop run, its JSON report on stdout
 	local target=(--target grpc)
 	[ "$1" != floodgate ] && target=(--target gubernator --limit "$limit")
-	"$work/floodgate" bench "${target[@]}" --addr "${addr[$1]}" --concurrency "$conc" --keys "$keys" \
+	"${bench_pin[@]}" "$work/floodgate" bench "${target[@]}" --addr "${addr[$1]}" --concurrency "$conc" --keys "$keys" \
 		--domain bench --descriptor-key user --duration "${2}s" --json
 }
 

@@ -17,6 +17,17 @@ stop_work() {
 	rm -rf "$work"
 }
 
+# pin_from VAR: with $VAR set to 1, the arrays svc_pin and bench_pin
+# prefix the services' commands (and Redis's) with taskset -c 0 and the load
+# generator's with taskset -c 1, so that the load does not take the
+# services' CPU; both are empty otherwise.
+pin_from() {
+	svc_pin=() bench_pin=()
+	[ "${!1:-}" = 1 ] || return 0
+	command -v taskset >/dev/null || { echo "$prog: $1 needs taskset" >&2; exit 1; }
+	svc_pin=(taskset -c 0) bench_pin=(taskset -c 1)
+}
+
 # wait_port PORT: until something listens on 127.0.0.1:PORT (30 s at most).
 wait_port() {
 	for _ in $(seq 300); do
