@@ -50,7 +50,7 @@
 // # Not making an overload worse
 //
 // Retries amplify an overload: a client that retries 3 times sends up to 4
-// times its load to a server already refusing it. Three mechanisms, each
+// times its load to a server already refusing it. Four mechanisms, each
 // kept per host (the request URL's host) by the transport, prevent that:
 //
 //   - a retry budget (Budget; WithBudget, WithoutBudget): retries are at
@@ -72,6 +72,15 @@
 //     policy name and end early when a response reports r > 0 for that
 //     policy. A pause longer than MaxWait is not kept (the request goes);
 //     one past the context's deadline fails at once, as above.
+//   - a margin for a shared quota (Pauses.Learn): the transport compares
+//     the smallest r of consecutive answers from a host; when r fell by
+//     more than its own requests took in between, other clients share the
+//     quota, and an r they would take before this client's next request
+//     is as good as r=0. So it pauses at any r up to the most the others
+//     took (the margin), as at r=0, and the margin halves every 8 of the
+//     policy's t after the last such lesson. A client alone never learns
+//     a margin; a client that sends concurrently counts its own requests
+//     in flight as others' (it then pauses a little early).
 //
 // # Options
 //

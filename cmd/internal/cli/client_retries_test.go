@@ -280,8 +280,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // which slows the naive clients' loop).
 //
 // FLOODGATE_CLIENT_EVAL=shared runs the long version against one limit
-// shared by all the clients, where no client can see what the others
-// take: it reports, and asserts only naive ≫ floodgate and the retry peak.
+// shared by all the clients, where an r a client hears is read by all of
+// them: the transport learns from consecutive answers how much the others
+// take (the margin) and pauses within it, and the same goals hold.
 func TestClientRetries(t *testing.T) {
 	mode := os.Getenv("FLOODGATE_CLIENT_EVAL")
 	long, shared := mode == "1" || mode == "shared", mode == "shared"
@@ -304,7 +305,7 @@ func TestClientRetries(t *testing.T) {
 	}
 	t.Log("\n" + table.String())
 	naive, fg := results[0], results[len(results)-1]
-	if got := fg.perSuccess(); got > 1.2 && !shared {
+	if got := fg.perSuccess(); got > 1.2 {
 		t.Errorf("floodgate: %.2f requests per success, want ≤ 1.2", got)
 	}
 	if got, limit := fg.peakRetries, fg.limit(); got > 1.5*limit {
