@@ -12,26 +12,27 @@ import (
 // when it will not act after all (x/time/rate's Reserve). The decision is
 // AllowN's: a reservation that AllowN would deny is not OK and takes
 // nothing. Cancel never leaves the key with more room than a key that saw
-// every request but the reservation. What each algorithm reserves, and
-// what Cancel gives back:
+// every request but the cancelled reservations. What each algorithm
+// reserves, and what Cancel gives back:
 //
 //   - LeakyBucket reserves into the future: the reservation's Delay is its
 //     place in the queue, up to Burst−1 emission intervals ahead. Cancel,
-//     until that time has passed, gives back the part of its place that is
-//     still ahead and that no later request has queued behind (as
-//     x/time/rate's Cancel does), so that the ones queued after it keep
-//     their spacing. Before its time, with nothing queued behind, that is
-//     all of it, exactly.
+//     until that time has passed and while nothing has been queued behind
+//     it, gives its place back: the key is then as if it had never been
+//     reserved (all of it before its time; at its time, whatever of it
+//     had not drained yet, since Delay is rounded up to a whole µs). Once
+//     a request has queued behind it, nothing: the places after it keep
+//     their spacing (as x/time/rate's Cancel does for unit costs).
 //   - TokenBucket reserves only what passes now (Delay 0). Its state holds
 //     no debt beyond an empty bucket: that bound keeps a key honest under a
 //     clock that goes backwards, and memory and Redis share it, so a slot
 //     in the future cannot be promised without every later decision
 //     misreading it; a reservation that would have to wait is not OK, and
 //     its Decision says when to try again (Wait does). For reservations
-//     into the future use LeakyBucket. Cancel gives back what the bucket
-//     has not refilled of the units yet: all of them, exactly, while the
-//     backlog before the reservation lasts or when nothing was admitted
-//     since; nothing once the bucket is full again.
+//     into the future use LeakyBucket. Cancel, while nothing has been
+//     admitted on the key since, gives back what the bucket has not
+//     refilled of the units yet, exactly as if they had never been taken;
+//     nothing once a request has been admitted after it.
 //   - FixedWindow and SlidingWindow reserve in the current window (Delay
 //     0); Cancel gives the units back while that window is current, and
 //     nothing after (a fixed window's past no longer limits anything; in a
@@ -42,14 +43,14 @@ import (
 //     cannot be found again to give them back.
 //
 // A reservation gives nothing back once its key is gone (Reset, evicted)
-// or decided under another limit, nor from a bucket that a refund (Adjust,
-// another Cancel) moved back behind it. Cancel before a Reset: after one,
-// and requests since, it may give back units the Reset already freed.
+// or decided under another limit. Cancel before a Reset: after one, a
+// window's Cancel takes its units off what requests since counted in the
+// same window.
 //
 // Only Memory reserves (see Reserve for the others): the Redis store's
-// scripts answer a decision, not the key's state, which Cancel needs to
-// tell what came after the reservation; a caller of a Redis store can give
-// units back with Adjust instead, without that guard.
+// scripts answer a decision, not the key's state after it, which Cancel
+// needs to tell whether anything came after the reservation; a caller of a
+// Redis store can give units back with Adjust instead, without that guard.
 func (m *Memory) Reserve(_ context.Context, key string, limit Limit, cost int64) (*Reservation, error) {
 	// Small enough to inline, so that a caller that keeps the reservation
 	// to itself has it on its stack: no allocation.

@@ -97,73 +97,39 @@ func (r *Reservation) cancelOn(p *algo.Params, s *algo.State, now int64) bool {
 	return true
 }
 
-// unqueue takes a bucket reservation's units off the backlog, in ticks,
-// under two bounds: no more than the part of its place still ahead of now
-// (the part behind now has drained, and a request since may have been
-// counted from there), and, for a leaky bucket, no more than the units no
-// later request queued behind, so that the places handed out after it keep
-// their spacing (x/time/rate's rule). A leaky reservation whose time has
-// passed gives nothing back. Ticks, not units, so that a place cut by now
-// is given back to the tick.
+// unqueue gives a bucket reservation back while nothing has been counted
+// on the key since it (the key's state is still the one it left): the key's
+// TAT goes from T1 back to T0 = T1 − cost·Interval, where it would be
+// without the reservation, or to idle once T0 has passed; so only the part
+// of the units still ahead of now comes back, to the tick. A leaky
+// reservation whose time has passed gives nothing back.
 //
-// Why this never gives back more than the reservation took: with the
-// reservation, the key's TAT moved from T0 to T1 = T0 + cost·Interval;
-// every request since moved both keys' TATs alike, except that one that
-// arrived at t with the reservation-free TAT behind t closed the gap
-// between them to at most T1 − t ≥ T1 − now. So the backlogs differ by at
-// least min(cost·Interval, T1 − now), which bounds what is given back.
+// Why nothing once something was counted since: x/time/rate gives back
+// the units later reservations did not take, but a part given back moves
+// the TAT beneath the places of the reservations after it, and their own
+// Cancel, reading where they ended, would then give back room that the
+// requests since hold. The property test that cancels many reservations in
+// any order found it; for unit costs the two rules agree. The first rule
+// here also missed that part of a place can drain before its Delay ends,
+// which is rounded up to a whole µs.
 func (r *Reservation) unqueue(p *algo.Params, s *algo.State, now int64) bool {
-	if p.Kind == algo.LeakyBucket && now > r.act {
+	if *s != r.after || (p.Kind == algo.LeakyBucket && now > r.act) || !aheadOf(s.A, s.B, now) {
 		return false
 	}
-	taken, ok := ticksTakenSince(p, s, &r.after)
-	if !ok {
-		return false
+	// T0 = T1 − cost·Interval, exactly: µs and ticks, so that a TAT beyond
+	// what decisions read (the clock went backwards) is not cut short.
+	span := r.cost * p.Interval
+	a, b := s.A-span/p.Scale, s.B-span%p.Scale
+	if b < 0 {
+		a, b = a-1, b+p.Scale
 	}
-	back := r.cost * p.Interval
-	if p.Kind == algo.LeakyBucket {
-		back -= taken
+	if aheadOf(a, b, now) {
+		s.A, s.B = a, b
+	} else {
+		*s = algo.State{} // idle: the key without the reservation
 	}
-	back = min(back, ticksAhead(p, &r.after, now))
-	if back <= 0 {
-		return false
-	}
-	setBacklog(p, s, now, max(0, ticksAhead(p, s, now)-back))
 	return true
 }
 
-// ticksTakenSince is how far the bucket's TAT has moved past end, in
-// ticks: what requests after the reservation took. It is not ok when the
-// TAT is behind end, which only a refund, a Reset or another Cancel since
-// can do: what they gave back cannot be told from the reservation's units,
-// so nothing more is given. A TAT further than the bucket can be (the
-// clock went backwards) counts as the whole bucket.
-func ticksTakenSince(p *algo.Params, s, end *algo.State) (taken int64, ok bool) {
-	switch ahead := s.A - end.A; {
-	case ahead < 0 || (ahead == 0 && s.B < end.B):
-		return 0, false
-	case ahead > p.MaxAhead:
-		return p.Tolerance, true
-	default:
-		return ahead*p.Scale + s.B - end.B, true
-	}
-}
-
-// ticksAhead is how far the TAT of state s lies ahead of now, in ticks
-// (0 when it is not ahead), at most as far as decisions read it.
-func ticksAhead(p *algo.Params, s *algo.State, now int64) int64 {
-	if s.A < now {
-		return 0
-	}
-	return min(s.A-now, p.MaxAhead)*p.Scale + s.B
-}
-
-// setBacklog writes a bucket state whose TAT lies backlog ticks ahead of
-// now: the zero State, a key with nothing counted, when backlog is 0.
-func setBacklog(p *algo.Params, s *algo.State, now, backlog int64) {
-	if backlog == 0 {
-		*s = algo.State{}
-		return
-	}
-	s.A, s.B, s.C = now+backlog/p.Scale, backlog%p.Scale, p.Scale
-}
+// aheadOf reports whether the TAT of µs a and ticks b lies after now.
+func aheadOf(a, b, now int64) bool { return a > now || (a == now && b > 0) }
