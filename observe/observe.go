@@ -115,8 +115,32 @@ type Event struct {
 	// clock to measure Latency; zero when the surface does not say. An
 	// observer that needs the time of each event (observe/insight's
 	// windows) takes it from here rather than reading the clock again: a
-	// clock read costs as much as the rest of its work.
+	// clock read costs as much as the rest of its work. For an Untimed
+	// event it is approximate: the start of the latest timed decision
+	// (under sampling, about 1/FullRate of a second before; after an idle
+	// spell, up to N decisions old), read from no clock.
 	Time time.Time
+	// Untimed says that the surface's Sampler did not time this decision
+	// (observe.Sample): Latency and StoreTime are 0 and Time approximate.
+	// Everything else is as for a timed event. Observers count it where
+	// they count every decision (outcome counters) and skip it where they
+	// measure or estimate (latency histograms, top consumers): the timed
+	// events stand for it through their Weight.
+	Untimed bool
+	// Weight is how many decisions a timed event stands for: N when the
+	// Sampler timed one decision in N, so that sums weighted by it are
+	// unbiased estimates of sums over every decision; 0 when Untimed. 0
+	// on a timed event means 1 (an Event built by hand; see Weighed).
+	Weight int64
+}
+
+// Weighed is e's Weight as a count: 0 for an untimed event, else at
+// least 1.
+func (e *Event) Weighed() int64 {
+	if e.Untimed {
+		return 0
+	}
+	return max(e.Weight, 1)
 }
 
 // Used is the share of the limit that the key has used after the decision:
@@ -159,8 +183,12 @@ type Summary struct {
 	Limits int
 	// Err is the error behind an Error outcome.
 	Err error
-	// Latency and StoreTime are as in Event.
+	// Latency, StoreTime, Untimed and Weight are as in Event: a Spanner
+	// that measures (metrics' latency histograms) skips an Untimed
+	// request.
 	Latency, StoreTime time.Duration
+	Untimed            bool
+	Weight             int64
 }
 
 // A Spanner is an Observer that also sees each request's decision begin

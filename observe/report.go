@@ -20,9 +20,11 @@ type Decided struct {
 	Decisions []floodgate.Decision
 	// Err is the error that left the request undecided.
 	Err error
-	// Latency, StoreTime and Time are as in Event.
+	// Latency, StoreTime, Time, Untimed and Weight are as in Event.
 	Latency, StoreTime time.Duration
 	Time               time.Time
+	Untimed            bool
+	Weight             int64
 }
 
 // Report tells o of a decided request: one Event per limit, the ith named
@@ -37,7 +39,8 @@ func Report(ctx context.Context, o Observer, d Decided, name func(i int) string)
 	if o == nil {
 		return
 	}
-	e := Event{Surface: d.Surface, Policy: d.Policy, Client: d.Client, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime, Time: d.Time}
+	e := Event{Surface: d.Surface, Policy: d.Policy, Client: d.Client, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime,
+		Time: d.Time, Untimed: d.Untimed, Weight: d.Weight}
 	if n := NotesFrom(ctx); n != nil {
 		if degraded, cause := n.Degraded(); degraded {
 			e.Degraded = true
@@ -46,7 +49,8 @@ func Report(ctx context.Context, o Observer, d Decided, name func(i int) string)
 			}
 		}
 	}
-	sum := Summary{Outcome: Allowed, Policy: d.Policy, Degraded: e.Degraded, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime}
+	sum := Summary{Outcome: Allowed, Policy: d.Policy, Degraded: e.Degraded, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime,
+		Untimed: d.Untimed, Weight: d.Weight}
 	if d.Err != nil {
 		sum.Outcome = Error
 	}
@@ -77,6 +81,7 @@ func Report(ctx context.Context, o Observer, d Decided, name func(i int) string)
 // Reporting (no Observer) does nothing and reads no clock.
 type Reporting struct {
 	o Observer
+	s *Sampler // nil: every decision timed, on the system clock
 	// ctx is the decision's context, with its Notes. It is the report's
 	// one allocation: the limiter may hand it to a goroutine that outlives
 	// the decision (failover's timed store calls do), so it can be
@@ -89,13 +94,23 @@ type Reporting struct {
 // context to decide it with, which carries the request's Notes. d gives
 // the request's Surface, Policy, Client and Requests. With a nil o it
 // returns ctx and the zero Reporting, without reading the clock.
+//
+// When o was wrapped by Sample, its Sampler decides whether the decision
+// is timed: an untimed one reads no clock, here or in Decided, and is
+// reported with Untimed set. Any other o times every decision.
 func Start(ctx context.Context, o Observer, d Decided) (context.Context, Reporting) {
 	if o == nil {
 		return ctx, Reporting{}
 	}
-	d.Time = time.Now()
+	o, s := unwrap(o)
+	if s == nil {
+		d.Time, d.Weight = time.Now(), 1
+	} else {
+		d.Time, d.Weight = s.start()
+		d.Untimed = d.Weight == 0
+	}
 	nc := &NotesContext{Context: Begin(ctx, o, d.Surface, d.Policy)}
-	return nc, Reporting{o: o, ctx: nc, d: d}
+	return nc, Reporting{o: o, s: s, ctx: nc, d: d}
 }
 
 // Decided marks the end of the decision: the Latency reported is from
@@ -104,13 +119,19 @@ func Start(ctx context.Context, o Observer, d Decided) (context.Context, Reporti
 // Between Start and Decided a surface does nothing but call its limiter,
 // so the StoreTime reported is the Latency, as the engine reports it:
 // every surface then has the same metrics
-// (floodgate_store_duration_seconds too).
+// (floodgate_store_duration_seconds too). An untimed decision reads no
+// clock: its Latency stays 0 and its Time the Sampler's latest reading.
 func (r *Reporting) Decided() {
-	if r.o != nil {
-		r.d.Latency = time.Since(r.d.Time) // reads the monotonic clock alone
-		r.d.Time = r.d.Time.Add(r.d.Latency)
-		r.d.StoreTime = r.d.Latency
+	if r.o == nil || r.d.Untimed {
+		return
 	}
+	if r.s == nil {
+		r.d.Latency = time.Since(r.d.Time) // reads the monotonic clock alone
+	} else {
+		r.d.Latency = r.s.since(r.d.Time)
+	}
+	r.d.Time = r.d.Time.Add(r.d.Latency)
+	r.d.StoreTime = r.d.Latency
 }
 
 // Report reports the request's decisions ds, or its error, with Report.
@@ -129,5 +150,5 @@ func (r *Reporting) Malformed(err error) {
 	if r.o == nil {
 		return
 	}
-	End(r.ctx, r.o, Summary{Outcome: Error, Err: err, Policy: r.d.Policy, Latency: r.d.Latency})
+	End(r.ctx, r.o, Summary{Outcome: Error, Err: err, Policy: r.d.Policy, Latency: r.d.Latency, Untimed: r.d.Untimed, Weight: r.d.Weight})
 }

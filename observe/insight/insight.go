@@ -194,15 +194,15 @@ func (in *Insight) count(p *policyState, e *observe.Event, now int64) {
 	}
 	p.totals[o]++
 	p.secDecisions++
-	cur := p.cur
+	cur, w := p.cur, e.Weighed() // an untimed event's units are in the timed ones' weights
 	switch {
 	case denial(o):
 		p.secDeny++
-		if e.Cost > 0 {
-			p.denied[cur].add(e.Key, e.Cost)
+		if e.Cost > 0 && w > 0 {
+			p.denied[cur].add(e.Key, e.Cost*w)
 		}
-	case o == observe.Allowed && e.Cost > 0:
-		p.admitted[cur].add(e.Key, e.Cost)
+	case o == observe.Allowed && e.Cost > 0 && w > 0:
+		p.admitted[cur].add(e.Key, e.Cost*w)
 	}
 	if o == observe.Error || e.Decision.Limit <= 0 {
 		return // no decision: it says nothing of how close the key is

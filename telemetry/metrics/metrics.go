@@ -299,6 +299,9 @@ func (o *Observer) Begin(ctx context.Context, _, _ string) context.Context { ret
 // End implements observe.Spanner: it observes the request's latency, and
 // its store time when it waited for the store.
 func (o *Observer) End(_ context.Context, s observe.Summary) {
+	if s.Untimed {
+		return // sampled out: the histograms are a uniform sample of the timed
+	}
 	p := o.policy(s.Policy)
 	if s.Latency > 0 {
 		p.latency.get(func() prometheus.Observer { return o.latency.WithLabelValues(p.label) }).Observe(s.Latency.Seconds())

@@ -56,9 +56,10 @@ func overheadObservers(b *testing.B) []struct {
 		obs  func() observe.Observer
 	}{
 		{"off", func() observe.Observer { return nil }},
-		{"metrics", newMetrics},
-		{"insight", newInsight},
-		{"metrics+insight", func() observe.Observer { return observe.Multi(newMetrics(), newInsight()) }},
+		{"metrics", func() observe.Observer { return observe.SampleByDefault(newMetrics()) }},
+		{"insight", func() observe.Observer { return observe.SampleByDefault(newInsight()) }},
+		{"metrics+insight", func() observe.Observer { return observe.SampleByDefault(observe.Multi(newMetrics(), newInsight())) }},
+		{"metrics+insight,exact", func() observe.Observer { return observe.Sample(observe.Multi(newMetrics(), newInsight()), nil) }},
 	}
 }
 
