@@ -39,9 +39,16 @@ func Report(ctx context.Context, o Observer, d Decided, name func(i int) string)
 	if o == nil {
 		return
 	}
+	report(ctx, o, &d, NotesFrom(ctx), name)
+}
+
+// report is Report with the request's Notes (n, or nil) found, and d
+// given by reference: it is the one path of every report, where a copy of
+// Decided costs as much as an observer's work.
+func report(ctx context.Context, o Observer, d *Decided, n *Notes, name func(i int) string) {
 	e := Event{Surface: d.Surface, Policy: d.Policy, Client: d.Client, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime,
 		Time: d.Time, Untimed: d.Untimed, Weight: d.Weight}
-	if n := NotesFrom(ctx); n != nil {
+	if n != nil {
 		if degraded, cause := n.Degraded(); degraded {
 			e.Degraded = true
 			if e.Err == nil {
@@ -102,15 +109,20 @@ func Start(ctx context.Context, o Observer, d Decided) (context.Context, Reporti
 	if o == nil {
 		return ctx, Reporting{}
 	}
-	o, s := unwrap(o)
-	if s == nil {
-		d.Time, d.Weight = time.Now(), 1
+	r := Reporting{d: d} // Start is inlined: r is the surface's variable
+	return r.start(ctx, o), r
+}
+
+func (r *Reporting) start(ctx context.Context, o Observer) context.Context {
+	r.o, r.s = unwrap(o)
+	if r.s == nil {
+		r.d.Time, r.d.Weight = time.Now(), 1
 	} else {
-		d.Time, d.Weight = s.start()
-		d.Untimed = d.Weight == 0
+		r.d.Time, r.d.Weight = r.s.start()
+		r.d.Untimed = r.d.Weight == 0
 	}
-	nc := &NotesContext{Context: Begin(ctx, o, d.Surface, d.Policy)}
-	return nc, Reporting{o: o, s: s, ctx: nc, d: d}
+	r.ctx = &NotesContext{Context: Begin(ctx, r.o, r.d.Surface, r.d.Policy)}
+	return r.ctx
 }
 
 // Decided marks the end of the decision: the Latency reported is from
@@ -140,7 +152,7 @@ func (r *Reporting) Report(ds []floodgate.Decision, err error, name func(i int) 
 		return
 	}
 	r.d.Decisions, r.d.Err = ds, err
-	Report(r.ctx, r.o, r.d, name)
+	report(r.ctx, r.o, &r.d, &r.ctx.Notes, name)
 }
 
 // Malformed ends the report of a request that was refused before any limit

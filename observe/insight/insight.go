@@ -88,7 +88,13 @@ type policyState struct {
 	cur              int64     // its index in the rings: slot % Slots
 	admitted, denied []summary // rings of Slots sub-intervals, by slot % Slots
 
-	totals        [observe.Error + 1]uint64 // by outcome; [0] is unknown outcomes
+	totals [observe.Error + 1]uint64 // by outcome; [0] is unknown outcomes
+	// untimed counts the untimed decisions (observe.Event.Untimed) of the
+	// current second by outcome, without the lock; fold adds them to
+	// totals and the second's counts. nextSecAt is nextSec, for them to
+	// read without the lock.
+	untimed       [observe.Error + 1]atomic.Int64
+	nextSecAt     atomic.Int64
 	nearDecisions uint64
 	near          nearList
 	pending       []EventRecord // spikes to record once the lock is released
@@ -98,6 +104,7 @@ func (in *Insight) newPolicy(name string, now int64) *policyState {
 	p := &policyState{name: name, sec: now / 1e9}
 	p.slot = p.sec / in.slotSec
 	p.cur, p.nextSec = p.slot%int64(in.opts.Slots), (p.sec+1)*1e9
+	p.nextSecAt.Store(p.nextSec)
 	for i := range p.recent {
 		p.recent[i] = make([]int64, in.opts.RateWindow/time.Second)
 	}
@@ -149,7 +156,15 @@ func (in *Insight) policy(name string, now int64) *policyState {
 // runs on the system clock (Options.Clock nil), else at Options.Clock's
 // now: a clock of the caller's (a test's, a simulation's) rules, since the
 // surfaces read the system's.
+//
+// An untimed event (observe.Event.Untimed: a Sampler's) that leaves its
+// key below NearLimitRatio is counted without the lock, in its policy's
+// totals and rates alone: the top consumers count the timed events, each
+// for its Weight.
 func (in *Insight) Observe(_ context.Context, e observe.Event) {
+	if e.Untimed && in.countUntimed(&e) {
+		return
+	}
 	now := in.now(&e)
 	p := in.policy(e.Policy, now)
 	p.mu.Lock()
@@ -166,6 +181,51 @@ func (in *Insight) now(e *observe.Event) int64 {
 		return e.Time.UnixNano()
 	}
 	return in.clock.Now().UnixNano()
+}
+
+// countUntimed counts an untimed event that says nothing of the near
+// limit in its policy's atomic counters, and reports whether it did: not
+// when Insight runs on a clock of its own (which it then reads) or when a
+// second is to be closed first, which takes the lock.
+func (in *Insight) countUntimed(e *observe.Event) bool {
+	if !in.wall || e.Time.IsZero() || in.isNear(e) {
+		return false
+	}
+	now := e.Time.UnixNano()
+	p := in.policy(e.Policy, now)
+	if now >= p.nextSecAt.Load() {
+		return false
+	}
+	p.untimed[outcomeIndex(e.Outcome)].Add(1)
+	return true
+}
+
+// isNear reports whether e leaves its key at or above NearLimitRatio.
+func (in *Insight) isNear(e *observe.Event) bool {
+	return e.Outcome != observe.Error && e.Decision.Limit > 0 && e.Used() >= in.opts.NearLimitRatio
+}
+
+// outcomeIndex is o's index in the arrays by outcome: 0 for an unknown one.
+func outcomeIndex(o observe.Outcome) observe.Outcome {
+	if o > observe.Error {
+		return 0
+	}
+	return o
+}
+
+// fold adds the untimed decisions counted since the last fold to p's
+// totals and to the current second's counts. p's lock is held.
+func (p *policyState) fold() {
+	for o := range p.untimed {
+		if c := p.untimed[o].Load(); c != 0 {
+			p.untimed[o].Add(-c)
+			p.totals[o] += uint64(c)
+			p.secDecisions += c
+			if denial(observe.Outcome(o)) {
+				p.secDeny += c
+			}
+		}
+	}
 }
 
 func (p *policyState) takePending() []EventRecord {
@@ -188,10 +248,7 @@ func (in *Insight) emit(recs []EventRecord) {
 func denial(o observe.Outcome) bool { return o == observe.Denied || o == observe.ShadowDenied }
 
 func (in *Insight) count(p *policyState, e *observe.Event, now int64) {
-	o := e.Outcome
-	if o > observe.Error {
-		o = 0
-	}
+	o := outcomeIndex(e.Outcome)
 	p.totals[o]++
 	p.secDecisions++
 	cur, w := p.cur, e.Weighed() // an untimed event's units are in the timed ones' weights
@@ -209,6 +266,9 @@ func (in *Insight) count(p *policyState, e *observe.Event, now int64) {
 	}
 	used := e.Used()
 	near := used >= in.opts.NearLimitRatio
+	if !near && e.Untimed {
+		return // a key below the ratio leaves on its next timed decision, or at its reset
+	}
 	if near && o == observe.Allowed {
 		p.nearDecisions++
 	}
@@ -224,6 +284,7 @@ func (in *Insight) count(p *policyState, e *observe.Event, now int64) {
 // find the second and the sub-interval run once a second, not once per
 // decision.
 func (in *Insight) advance(p *policyState, now int64) {
+	p.fold()
 	if now >= p.nextSec {
 		in.advanceSecond(p, now)
 	}
@@ -244,6 +305,7 @@ func (in *Insight) advanceSecond(p *policyState, now int64) {
 	}
 	p.cur = p.slot % n
 	p.nextSec = (p.sec + 1) * 1e9
+	p.nextSecAt.Store(p.nextSec)
 }
 
 // closeSeconds feeds the seconds from p.sec to sec (exclusive) to the

@@ -70,6 +70,7 @@ func (in *Insight) states() []*policyState {
 	}
 	slices.SortFunc(out, func(a, b *policyState) int { return cmp.Compare(a.name, b.name) })
 	in.other.mu.Lock()
+	in.other.fold()
 	used := in.other.totals != [len(in.other.totals)]uint64{}
 	in.other.mu.Unlock()
 	if used {
