@@ -138,7 +138,10 @@ type Options struct {
 	Name string
 	// Observer, when set, is told of every rule's decision
 	// (observe.Report; observe.Multi combines several). The event's Client
-	// is the peer's address (its host, without the port).
+	// is the peer's address (its host, without the port). Above
+	// observe.DefaultFullRate decisions a second, most are reported
+	// untimed (observe.SampleByDefault); wrap the Observer with
+	// observe.Sample to choose.
 	Observer observe.Observer
 }
 
@@ -184,7 +187,7 @@ func newLimiter(l floodgate.Limiter, opts Options) (*limiter, error) {
 		rules:   append([]Rule(nil), opts.Rules...),
 		methods: opts.Methods,
 		name:    cmp.Or(opts.Name, "grpc"),
-		obs:     opts.Observer,
+		obs:     observe.SampleByDefault(opts.Observer),
 	}
 	lim.batch, _ = l.(floodgate.BatchLimiter)
 	return lim, nil

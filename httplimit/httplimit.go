@@ -227,7 +227,10 @@ type Options struct {
 	// (observe.Report): metrics (telemetry/metrics), traces
 	// (telemetry/tracing), decision logs (observe/decisionlog), top
 	// consumers (observe/insight); observe.Multi combines several. The
-	// event's Client is the connection's peer address.
+	// event's Client is the connection's peer address. Above
+	// observe.DefaultFullRate decisions a second, most are reported
+	// untimed (observe.SampleByDefault); wrap the Observer with
+	// observe.Sample to choose.
 	Observer observe.Observer
 	// ReconcileTimeout bounds the adjustments of one response. They run
 	// after the handler, on a context that the client leaving does not
@@ -262,6 +265,7 @@ func New(l floodgate.Limiter, opts Options) (func(http.Handler) http.Handler, er
 	if len(names) == 0 {
 		return nil, fmt.Errorf("%w: no rules", ErrInvalidOptions)
 	}
+	opts.Observer = observe.SampleByDefault(opts.Observer)
 	m := &middleware{l: l, rules: rules, plans: plans, opts: opts}
 	m.batch, _ = l.(floodgate.BatchLimiter)
 	m.adjuster, _ = l.(floodgate.Adjuster)

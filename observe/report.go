@@ -114,13 +114,9 @@ func Start(ctx context.Context, o Observer, d Decided) (context.Context, Reporti
 }
 
 func (r *Reporting) start(ctx context.Context, o Observer) context.Context {
-	r.o, r.s = unwrap(o)
-	if r.s == nil {
-		r.d.Time, r.d.Weight = time.Now(), 1
-	} else {
-		r.d.Time, r.d.Weight = r.s.start()
-		r.d.Untimed = r.d.Weight == 0
-	}
+	r.o, r.s = Unwrap(o)
+	r.d.Time, r.d.Weight = r.s.Start()
+	r.d.Untimed = r.d.Weight == 0
 	r.ctx = &NotesContext{Context: Begin(ctx, r.o, r.d.Surface, r.d.Policy)}
 	return r.ctx
 }
@@ -137,11 +133,7 @@ func (r *Reporting) Decided() {
 	if r.o == nil || r.d.Untimed {
 		return
 	}
-	if r.s == nil {
-		r.d.Latency = time.Since(r.d.Time) // reads the monotonic clock alone
-	} else {
-		r.d.Latency = r.s.since(r.d.Time)
-	}
+	r.d.Latency = r.s.Since(r.d.Time) // the monotonic clock alone
 	r.d.Time = r.d.Time.Add(r.d.Latency)
 	r.d.StoreTime = r.d.Latency
 }

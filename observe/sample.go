@@ -109,18 +109,24 @@ func (s *Sampler) elapsed() time.Duration {
 	return s.clock.Now().Sub(s.base)
 }
 
-// since is the time from at, a time start returned, to now.
-func (s *Sampler) since(at time.Time) time.Duration {
-	if s.clock == nil {
+// Since is the time from at, a time Start returned, to now: the
+// decision's latency. A nil s reads the system's clock.
+func (s *Sampler) Since(at time.Time) time.Duration {
+	if s == nil || s.clock == nil {
 		return time.Since(at) // at carries base's monotonic reading
 	}
 	return s.clock.Now().Sub(at)
 }
 
-// start decides whether a decision starting now is timed. A timed one gets
+// Start decides whether a decision starting now is timed. A timed one gets
 // the time now and its weight N; an untimed one weight 0 and the time the
-// latest timed decision started, without reading the clock.
-func (s *Sampler) start() (at time.Time, weight int64) {
+// latest timed decision started, without reading the clock. A nil s times
+// every decision, with weight 1. Start and Since are for a surface that
+// reports without observe.Start (the engine); the others use Start.
+func (s *Sampler) Start() (at time.Time, weight int64) {
+	if s == nil {
+		return time.Now(), 1
+	}
 	n := s.period.Load()
 	if n > 1 && s.draw(uint64(n)) != 0 {
 		return s.base.Add(time.Duration(s.last.Load())), 0
@@ -214,8 +220,9 @@ func SampleByDefault(o Observer) Observer {
 	return Sample(o, s)
 }
 
-// unwrap returns the Observer and Sampler of o.
-func unwrap(o Observer) (Observer, *Sampler) {
+// Unwrap returns the Observer that Sample wrapped in o and its Sampler;
+// any other o as is, with a nil Sampler (every decision timed).
+func Unwrap(o Observer) (Observer, *Sampler) {
 	switch w := o.(type) {
 	case *sampled:
 		return w.Observer, w.s

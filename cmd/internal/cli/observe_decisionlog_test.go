@@ -142,6 +142,7 @@ func TestServeRefusesBadObserveFlags(t *testing.T) {
 		{[]string{"--top-window", "0s"}, "--top-window 0s"},
 		{[]string{"--top-window", "1ms"}, "--top-window"},
 		{[]string{"--otlp-endpoint", "collector:4318"}, "--otlp-endpoint"},
+		{[]string{"--observe-full-rate", "-1"}, "--observe-full-rate -1"},
 	} {
 		var out, errOut bytes.Buffer
 		code := Main(context.Background(), append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, tc.args...), &out, &errOut)

@@ -16,6 +16,7 @@ import (
 	"github.com/floodgate-io/floodgate/cmd/internal/observers"
 	"github.com/floodgate-io/floodgate/cmd/internal/policy"
 	"github.com/floodgate-io/floodgate/failover"
+	"github.com/floodgate-io/floodgate/observe"
 	"github.com/floodgate-io/floodgate/observe/decisionlog"
 	"github.com/floodgate-io/floodgate/observe/insight"
 	"github.com/floodgate-io/floodgate/telemetry/tracing"
@@ -34,6 +35,7 @@ type observeFlags struct {
 	logKeys      string
 	secretFile   string
 	otlpEndpoint string
+	fullRate     int
 }
 
 func (f *observeFlags) register(fl *pflag.FlagSet) {
@@ -54,6 +56,8 @@ func (f *observeFlags) register(fl *pflag.FlagSet) {
 		"with --decision-log: a file whose contents (at least 16 bytes) key the key hashes (HMAC-SHA-256), so that no one can recover a key from the log by hashing guesses; recommended")
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "",
 		"trace decisions with OpenTelemetry and send the spans to this OTLP endpoint (http://collector:4318; the OTEL_* variables also turn tracing on)")
+	fl.IntVar(&f.fullRate, "observe-full-rate", observe.DefaultFullRate,
+		"decisions a second fully observed (latency histograms, top consumers); above it one in N is, N adapted, and the rest are counted without a clock read; 0 observes every decision fully")
 }
 
 // config is observers' Config from the flags.
@@ -65,6 +69,11 @@ func (f observeFlags) config(log *slog.Logger) (observers.Config, error) {
 		Insight:        insight.Options{Counters: f.topK, Window: f.topWindow},
 		DecisionLog:    f.decisionLog,
 		Tracing:        tracing.Config{Endpoint: f.otlpEndpoint},
+		FullRate:       f.fullRate,
+		TimeEvery:      f.fullRate == 0,
+	}
+	if f.fullRate < 0 {
+		return cfg, fmt.Errorf("--observe-full-rate %d: want decisions a second, or 0 to observe every one fully", f.fullRate)
 	}
 	if f.nearLimit <= 0 || f.nearLimit > 1 {
 		return cfg, fmt.Errorf("--near-limit-ratio %v: want a share in (0, 1]", f.nearLimit)

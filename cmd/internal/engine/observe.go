@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/floodgate-io/floodgate"
 	"github.com/floodgate-io/floodgate/cmd/internal/policy"
@@ -20,23 +19,31 @@ const UnknownDomain = "_unknown"
 // decides anything. The events' Policy is the request's domain (or
 // UnknownDomain), their Limit policy.Rule.MetricLabel, and their Client
 // Request.Client.
+//
+// The decisions are timed as o's Sampler says (observe.Sample), or, when
+// o has none, by one at observe.DefaultFullRate (observe.SampleByDefault);
+// an untimed decision reads no clock and is reported Untimed.
 func (e *Engine) Observe(surface string, o observe.Observer) *Engine {
-	e.obs, e.surface = o, surface
+	e.obs, e.surface = observe.SampleByDefault(o), surface
 	return e
 }
 
 // decideObserved is Decide with its report.
 func (e *Engine) decideObserved(ctx context.Context, req Request) (Response, error) {
-	start := time.Now()
+	obs, sampler := observe.Unwrap(e.obs)
+	start, weight := sampler.Start()
 	domain := e.domainLabel(req.Domain)
-	nc := &observe.NotesContext{Context: observe.Begin(ctx, e.obs, e.surface, domain)}
+	nc := &observe.NotesContext{Context: observe.Begin(ctx, obs, e.surface, domain)}
 	resp, err := e.decide(nc, req)
-	latency := time.Since(start) // the monotonic clock alone; observers take Time rather than read the clock again
-	base := observe.Event{Surface: e.surface, Policy: domain, Client: req.Client, Latency: latency, Time: start.Add(latency)}
+	base := observe.Event{Surface: e.surface, Policy: domain, Client: req.Client, Time: start, Untimed: weight == 0, Weight: weight}
+	if !base.Untimed {
+		base.Latency = sampler.Since(start) // the monotonic clock alone; observers take Time rather than read the clock again
+		base.Time = start.Add(base.Latency)
+		base.StoreTime = base.Latency // the store's calls are all the engine waits for
+	}
 	base.Degraded, base.Err = nc.Notes.Degraded()
-	base.StoreTime = base.Latency // the store's calls are all the engine waits for
-	sum := e.report(nc, base, req, resp, err)
-	observe.End(nc, e.obs, sum)
+	sum := e.report(nc, obs, base, req, resp, err)
+	observe.End(nc, obs, sum)
 	return resp, err
 }
 
@@ -54,13 +61,14 @@ func (e *Engine) domainLabel(domain string) string {
 // Allowed event with no Limit; a request that could not be decided one
 // Error event with no Limit, unless it was malformed (its fault, not a
 // decision: the summary alone says Error).
-func (e *Engine) report(ctx context.Context, base observe.Event, req Request, resp Response, err error) observe.Summary {
-	sum := observe.Summary{Outcome: observe.Allowed, Policy: base.Policy, Degraded: base.Degraded, Latency: base.Latency, StoreTime: base.StoreTime}
+func (e *Engine) report(ctx context.Context, obs observe.Observer, base observe.Event, req Request, resp Response, err error) observe.Summary {
+	sum := observe.Summary{Outcome: observe.Allowed, Policy: base.Policy, Degraded: base.Degraded, Latency: base.Latency, StoreTime: base.StoreTime,
+		Untimed: base.Untimed, Weight: base.Weight}
 	if err != nil {
 		sum.Outcome, sum.Err = observe.Error, err
 		if !IsBadInput(err) {
 			base.Outcome, base.Err = observe.Error, err
-			e.obs.Observe(ctx, base)
+			obs.Observe(ctx, base)
 		}
 		return sum
 	}
@@ -75,12 +83,12 @@ func (e *Engine) report(ctx context.Context, base observe.Event, req Request, re
 			if ev.Outcome == observe.Denied || ev.Outcome == observe.ShadowDenied && sum.Outcome == observe.Allowed {
 				sum.Outcome = ev.Outcome
 			}
-			e.obs.Observe(ctx, ev)
+			obs.Observe(ctx, ev)
 		}
 	}
 	if sum.Limits == 0 {
 		base.Outcome = observe.Allowed
-		e.obs.Observe(ctx, base)
+		obs.Observe(ctx, base)
 	}
 	return sum
 }

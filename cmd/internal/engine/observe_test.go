@@ -137,3 +137,42 @@ func TestObserverSeesErrors(t *testing.T) {
 		}
 	})
 }
+
+// The engine times the decisions its Observer's Sampler picks: above the
+// Sampler's rate most are reported untimed (no latency, the latest timed
+// decision's time), every one is still reported, and the timed ones weigh
+// for the rest.
+func TestEngineSamplesItsTiming(t *testing.T) {
+	e, _ := newEngine(t, apiPolicy)
+	clock := floodgate.NewManualClock(time.Unix(1_700_000_000, 0))
+	s, err := observe.NewSampler(observe.SamplerOptions{FullRate: 10, Clock: clock, Rand: func(n uint64) uint64 { return 1 % n }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &observetest.Recorder{}
+	e.Observe("serve", observe.Sample(rec, s))
+	const requests = 200 // 1000 a second, a hundred times the rate
+	for range requests {
+		decide(t, e, engine.Request{Descriptors: []engine.Descriptor{desc("path", "/items")}})
+		clock.Advance(time.Millisecond)
+	}
+	var timed, untimed int
+	for _, ev := range rec.Events() {
+		switch {
+		case ev.Untimed && ev.Latency == 0 && ev.StoreTime == 0 && ev.Weight == 0 && !ev.Time.IsZero():
+			untimed++
+		case !ev.Untimed && ev.Weight >= 1:
+			timed++
+		default:
+			t.Fatalf("event %+v: neither a timed nor an untimed event", ev)
+		}
+	}
+	if timed+untimed != requests || untimed < requests/2 {
+		t.Fatalf("%d timed and %d untimed events for %d requests, want one each, most untimed", timed, untimed, requests)
+	}
+	for _, sum := range rec.Summaries() {
+		if sum.Untimed && sum.Latency != 0 {
+			t.Fatalf("untimed summary %+v has a latency", sum)
+		}
+	}
+}

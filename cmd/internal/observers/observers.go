@@ -8,6 +8,7 @@
 package observers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,6 +60,16 @@ type Config struct {
 	DecisionLogConfig decisionlog.Config
 	// Tracing configures OpenTelemetry beyond the OTEL_* variables.
 	Tracing tracing.Config
+	// FullRate is how many decisions a second every surface together
+	// times (observe.Sampler): below it every decision is fully observed;
+	// above it one in N is, and the others are counted untimed (no
+	// latency, not in the top consumers' sample). 0 means
+	// observe.DefaultFullRate.
+	FullRate int
+	// TimeEvery times every decision, whatever the rate (FullRate is then
+	// unused): exact latency histograms and top consumers, at the cost of
+	// two clock reads and the observers' full work per decision.
+	TimeEvery bool
 }
 
 // Set is the assembled observers. Close it when done.
@@ -140,7 +151,14 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 		s.closers = append(s.closers, shutdown)
 		all = append(all, tracing.New(tracing.Options{TracerProvider: tp}))
 	}
-	s.Observer = observe.Multi(all...)
+	var sampler *observe.Sampler // nil: every decision timed
+	if !cfg.TimeEvery {
+		if sampler, err = observe.NewSampler(observe.SamplerOptions{FullRate: cmp.Or(cfg.FullRate, observe.DefaultFullRate)}); err != nil {
+			s.Close(ctx)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
+	s.Observer = observe.Sample(observe.Multi(all...), sampler)
 	return s, nil
 }
 
