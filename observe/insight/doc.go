@@ -36,6 +36,21 @@
 // over up to 41,000 distinct keys, 6 sub-intervals, K = 128 or 32) the
 // top 10 listed were the true top 10 every time.
 //
+// Under sampling (observe.Sampler: above its FullRate decisions a second,
+// one decision in N is timed and weighs N; the others are Untimed), the
+// summaries count the timed decisions alone, each for Weight·Cost units:
+// a weighted sample whose sums are unbiased. The bounds above then hold
+// for the sampled units X̂ of each key, and the sampling adds its own
+// error: for a key of X true units, with costs of at most c and N the
+// largest sampling period over the window, |X̂ − X| ≤ √(2·N·c·X·ln(2/δ))
+// + (2/3)·N·c·ln(2/δ) with probability 1 − δ (Bernstein's inequality;
+// for δ = 10⁻³, about √(15·N·c·X) + 5·N·c). A key's relative error is so
+// about √(15·N·c/X): small for the heavy hitters, which is what the
+// list is for. In the package's tests (Zipf skews 1.1 and 1.5, 300,000
+// decisions at 10,000 a second under a FullRate of 500, N ≈ 20) the top
+// 10 listed were the true top 10 and every count was within both errors.
+// Below FullRate every decision is timed and the bounds are as above.
+//
 // Policies are bounded too: MaxPolicies (default 1000) are tracked one by
 // one, in the order they first appear; the events of any further policy
 // are counted together under OtherPolicy ("_other"). An event without a
@@ -48,7 +63,8 @@
 // on the near-limit list, per policy and limit, with its share used, its
 // remaining units, the limit and when it resets (the decision's
 // ResetAfter after its time). It leaves when a later decision shows it
-// below the ratio or when its reset time passes; an Error decision says
+// below the ratio (a timed one: an untimed decision below the ratio is
+// counted without looking the key up) or when its reset time passes; an Error decision says
 // nothing and changes nothing. The list holds MaxNearLimit keys (default
 // 1000) over all policies: when it is full, a new key takes the place of
 // its own policy's key that resets soonest, if that one resets before it;
@@ -132,6 +148,12 @@
 //	  "near_limit_keys":4,"near_limit_dropped":0,"events":7}
 //
 // # Cost
+//
+// An untimed event that leaves its key below NearLimitRatio takes no lock:
+// it adds one to an atomic counter of its policy, by outcome, which the
+// next locked call folds into the totals and the current second's rates
+// (so these stay exact under sampling). Any other event (timed, or near
+// the limit, or the first of a new second) takes the locked path below.
 //
 // Observe takes its policy's lock and no other; the policy table is read
 // without a lock. It allocates nothing for a key already tracked, nor for
