@@ -15,6 +15,13 @@
 //	floodgate_config_reloads_total{result}                  counter (success, failure)
 //	floodgate_config_last_reload_success_timestamp_seconds  gauge
 //
+// The counters count every decision. The two histograms observe the timed
+// requests alone (observe.Sampler): below its FullRate decisions a second
+// (default 10,000) every request is timed; above it they are a uniform
+// sample of about FullRate requests a second, so their quantiles and
+// averages hold but their _count is not the number of requests: take
+// rates from floodgate_decisions_total.
+//
 // result is observe.Outcome.String(): allowed, denied, shadow_denied, shed
 // or error, as envoyproxy/ratelimit's within_limit, over_limit and
 // shadow_mode, plus what a proxy sheds and what could not be decided.
@@ -204,12 +211,12 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	}, []string{"policy", "result"}))
 	o.latency = register(&r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "floodgate_decision_duration_seconds",
-		Help:    "Time to decide a request, all its limits together, by policy.",
+		Help:    "Time to decide a request, all its limits together, by policy. Above the observe full rate (10,000/s by default) a uniform sample of the requests; floodgate_decisions_total counts them all.",
 		Buckets: opts.Buckets,
 	}, []string{"policy"}))
 	o.storeTime = register(&r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "floodgate_store_duration_seconds",
-		Help:    "Time a request's decision waited for the store, by policy.",
+		Help:    "Time a request's decision waited for the store, by policy. Sampled as floodgate_decision_duration_seconds.",
 		Buckets: opts.Buckets,
 	}, []string{"policy"}))
 	storeErrors := register(&r, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -297,7 +304,8 @@ func (o *Observer) Observe(_ context.Context, e observe.Event) {
 func (o *Observer) Begin(ctx context.Context, _, _ string) context.Context { return ctx }
 
 // End implements observe.Spanner: it observes the request's latency, and
-// its store time when it waited for the store.
+// its store time when it waited for the store, when the request was timed
+// (not observe.Summary.Untimed).
 func (o *Observer) End(_ context.Context, s observe.Summary) {
 	if s.Untimed {
 		return // sampled out: the histograms are a uniform sample of the timed

@@ -367,3 +367,29 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 }
+
+// Under sampling the counters count every decision and the histograms the
+// timed requests alone: an untimed request has no latency to observe.
+func TestUntimedDecisionsAreCountedNotTimed(t *testing.T) {
+	o, _ := newObserver(t, metrics.Options{})
+	ctx := context.Background()
+	for i := range 10 {
+		e := event("api", "per-user", observe.Allowed, 5)
+		sum := observe.Summary{Policy: "api", Outcome: observe.Allowed, Limits: 1, Latency: time.Millisecond, StoreTime: time.Millisecond, Weight: 5}
+		if i > 0 { // one timed request in ten
+			e.Untimed, sum.Untimed, sum.Weight, sum.Latency, sum.StoreTime = true, true, 0, 0, 0
+		}
+		o.Observe(ctx, e)
+		o.End(ctx, sum)
+	}
+	text := scrape(t, o)
+	for _, want := range []string{
+		`floodgate_decisions_total{limit="per-user",policy="api",result="allowed"} 10`,
+		`floodgate_decision_duration_seconds_count{policy="api"} 1`,
+		`floodgate_store_duration_seconds_count{policy="api"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("scrape lacks %s:\n%s", want, grep(text, "floodgate_d"))
+		}
+	}
+}
