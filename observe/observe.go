@@ -98,6 +98,13 @@ type Event struct {
 	// Degraded says that the store did not answer and a failure policy
 	// (failover) decided in its place.
 	Degraded bool
+	// Untimed says that the surface's Sampler did not time this decision
+	// (observe.Sample): Latency and StoreTime are 0 and Time approximate.
+	// Everything else is as for a timed event. Observers count it where
+	// they count every decision (outcome counters) and skip it where they
+	// measure or estimate (latency histograms, top consumers): the timed
+	// events stand for it through their Weight.
+	Untimed bool
 	// Err is the error behind an Error outcome or a degraded decision.
 	Err error
 	// Cost is the units the request asked for.
@@ -120,13 +127,6 @@ type Event struct {
 	// (under sampling, about 1/FullRate of a second before; after an idle
 	// spell, up to N decisions old), read from no clock.
 	Time time.Time
-	// Untimed says that the surface's Sampler did not time this decision
-	// (observe.Sample): Latency and StoreTime are 0 and Time approximate.
-	// Everything else is as for a timed event. Observers count it where
-	// they count every decision (outcome counters) and skip it where they
-	// measure or estimate (latency histograms, top consumers): the timed
-	// events stand for it through their Weight.
-	Untimed bool
 	// Weight is how many decisions a timed event stands for: N when the
 	// Sampler timed one decision in N, so that sums weighted by it are
 	// unbiased estimates of sums over every decision; 0 when Untimed. 0

@@ -61,6 +61,8 @@ func report(ctx context.Context, o Observer, d *Decided, n *Notes, name func(i i
 	if d.Err != nil {
 		sum.Outcome = Error
 	}
+	var one [1]Observer
+	list := observers(o, &one)
 	for i, rq := range d.Requests {
 		e.Limit, e.Key, e.Cost = name(i), rq.Key, rq.Cost
 		switch {
@@ -75,9 +77,25 @@ func report(ctx context.Context, o Observer, d *Decided, n *Notes, name func(i i
 			}
 		}
 		sum.Limits++
-		o.Observe(ctx, e)
+		for _, ob := range list {
+			ob.Observe(ctx, e)
+		}
 	}
 	End(ctx, o, sum)
+}
+
+// observers is what o tells in turn: a Multi's list, or o alone in one,
+// so that report passes each Event to each observer once (an Event is
+// copied with every call: a Multi in between would copy it once more).
+func observers(o Observer, one *[1]Observer) []Observer {
+	switch m := o.(type) {
+	case multi:
+		return m
+	case *spanningMulti:
+		return m.multi
+	}
+	one[0] = o
+	return one[:]
 }
 
 // Reporting is one request's report in progress, for a surface that
