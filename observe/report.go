@@ -39,13 +39,15 @@ func Report(ctx context.Context, o Observer, d Decided, name func(i int) string)
 	if o == nil {
 		return
 	}
-	report(ctx, o, &d, NotesFrom(ctx), name)
+	sp, _ := o.(Spanner)
+	report(ctx, o, sp, &d, NotesFrom(ctx), name)
 }
 
 // report is Report with the request's Notes (n, or nil) found, and d
 // given by reference: it is the one path of every report, where a copy of
 // Decided costs as much as an observer's work.
-func report(ctx context.Context, o Observer, d *Decided, n *Notes, name func(i int) string) {
+// sp is o when it is a Spanner, else nil.
+func report(ctx context.Context, o Observer, sp Spanner, d *Decided, n *Notes, name func(i int) string) {
 	e := Event{Surface: d.Surface, Policy: d.Policy, Client: d.Client, Err: d.Err, Latency: d.Latency, StoreTime: d.StoreTime,
 		Time: d.Time, Untimed: d.Untimed, Weight: d.Weight}
 	if n != nil {
@@ -81,7 +83,9 @@ func report(ctx context.Context, o Observer, d *Decided, n *Notes, name func(i i
 			ob.Observe(ctx, e)
 		}
 	}
-	End(ctx, o, sum)
+	if sp != nil {
+		sp.End(ctx, sum)
+	}
 }
 
 // observers is what o tells in turn: a Multi's list, or o alone in one,
@@ -105,8 +109,9 @@ func observers(o Observer, one *[1]Observer) []Observer {
 // reporting costs no allocation beyond the decision's context. The zero
 // Reporting (no Observer) does nothing and reads no clock.
 type Reporting struct {
-	o Observer
-	s *Sampler // nil: every decision timed, on the system clock
+	o  Observer
+	sp Spanner  // o when it is one, found once for Begin and End
+	s  *Sampler // nil: every decision timed, on the system clock
 	// ctx is the decision's context, with its Notes. It is the report's
 	// one allocation: the limiter may hand it to a goroutine that outlives
 	// the decision (failover's timed store calls do), so it can be
@@ -135,7 +140,11 @@ func (r *Reporting) start(ctx context.Context, o Observer) context.Context {
 	r.o, r.s = Unwrap(o)
 	r.d.Time, r.d.Weight = r.s.Start()
 	r.d.Untimed = r.d.Weight == 0
-	r.ctx = &NotesContext{Context: Begin(ctx, r.o, r.d.Surface, r.d.Policy)}
+	r.sp, _ = r.o.(Spanner)
+	if r.sp != nil {
+		ctx = r.sp.Begin(ctx, r.d.Surface, r.d.Policy)
+	}
+	r.ctx = &NotesContext{Context: ctx}
 	return r.ctx
 }
 
@@ -162,7 +171,7 @@ func (r *Reporting) Report(ds []floodgate.Decision, err error, name func(i int) 
 		return
 	}
 	r.d.Decisions, r.d.Err = ds, err
-	report(r.ctx, r.o, &r.d, &r.ctx.Notes, name)
+	report(r.ctx, r.o, r.sp, &r.d, &r.ctx.Notes, name)
 }
 
 // Malformed ends the report of a request that was refused before any limit
