@@ -10,6 +10,15 @@
 // begins and ends as well, which is what tracing needs to put the store's
 // calls inside the decision's span.
 //
+// Timing a decision costs two clock reads, more than the rest of the
+// observers' work; so a surface times the decisions its Observer's
+// Sampler picks (Sample; SampleByDefault, at DefaultFullRate, 10,000 a
+// second, for an Observer given without one): every decision below that
+// rate, one in N above it, each of those with Weight N. The others are
+// reported all the same, marked Untimed, with no latency and no clock
+// read: counters stay exact, and what measures or estimates (latency
+// histograms, top consumers) uses the timed ones.
+//
 // Observers run on the request's goroutine, inside its latency: they must
 // be quick and must not block (aggregate, or hand off to a buffer). They
 // must be safe for concurrent use.
