@@ -99,6 +99,12 @@ func shareOf(total, n, i int) int {
 	return share
 }
 
+// NeverDegrades reports true: a Memory is its own store and never decides
+// in a failed store's place, so it never notes a decision degraded. A
+// surface reporting its decisions then skips the context that would
+// carry such a note (observe.Undegradable).
+func (m *Memory) NeverDegrades() bool { return true }
+
 // AllowN implements Limiter. The context is not used: a Memory decision never
 // waits.
 func (m *Memory) AllowN(_ context.Context, key string, limit Limit, cost int64) (d Decision, err error) {

@@ -300,7 +300,7 @@ func (lim *limiter) observe(ctx context.Context, reqs []floodgate.Request) (cont
 		client = host(p.Addr)
 	}
 	return observe.Start(ctx, lim.obs, observe.Decided{
-		Surface: observe.SurfaceGRPC, Policy: lim.name, Client: client, Requests: reqs})
+		Surface: observe.SurfaceGRPC, Policy: lim.name, Client: client, Requests: reqs, Limiter: lim.l})
 }
 
 func costOf(ctx context.Context, r *Rule, method string, req any, stream bool) (int64, error) {

@@ -369,7 +369,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	ctx, rep := observe.Start(r.Context(), m.opts.Observer, observe.Decided{
-		Surface: observe.SurfaceHTTP, Policy: m.opts.Name, Client: peer(r), Requests: reqs})
+		Surface: observe.SurfaceHTTP, Policy: m.opts.Name, Client: peer(r), Requests: reqs, Limiter: m.l})
 	name := func(i int) string { return applied[i].Name }
 	ds, err := m.decide(ctx, reqs)
 	rep.Decided()

@@ -25,6 +25,31 @@ type Decided struct {
 	Time               time.Time
 	Untimed            bool
 	Weight             int64
+	// Limiter is the limiter the surface decides with, for Start: when
+	// it is Undegradable and says so, Start decides with the caller's
+	// context as it is, rather than allocate one to carry Notes. nil (or
+	// any other Limiter) gets the Notes. Report ignores it.
+	Limiter floodgate.Limiter
+}
+
+// Undegradable is implemented by a floodgate.Limiter that can say it
+// never notes a decision degraded: neither it nor any limiter under it
+// calls NoteDegraded (failover and serviceclient do; floodgate.Memory and
+// redisstore do not). When it does, a surface's Start decides with the
+// caller's context as it is, and the report costs no allocation: Notes
+// exist only so that such a note can travel up. A limiter that wraps
+// another answers for both: it forwards the question, or answers false.
+// A Limiter that does not implement it is taken to note (safe).
+type Undegradable interface {
+	// NeverDegrades reports whether no decision is ever noted degraded.
+	NeverDegrades() bool
+}
+
+// neverDegrades reports whether l says it never notes a decision
+// degraded.
+func neverDegrades(l floodgate.Limiter) bool {
+	u, ok := l.(Undegradable)
+	return ok && u.NeverDegrades()
 }
 
 // Report tells o of a decided request: one Event per limit, the ith named
@@ -112,18 +137,22 @@ type Reporting struct {
 	o  Observer
 	sp Spanner  // o when it is one, found once for Begin and End
 	s  *Sampler // nil: every decision timed, on the system clock
-	// ctx is the decision's context, with its Notes. It is the report's
-	// one allocation: the limiter may hand it to a goroutine that outlives
-	// the decision (failover's timed store calls do), so it can be
-	// neither on the surface's stack nor reused.
-	ctx *NotesContext
-	d   Decided // d.Time is the decision's start until Decided
+	// ctx is the decision's context: a NotesContext, unless the limiter
+	// is Undegradable. The NotesContext is the report's one allocation:
+	// the limiter may hand it to a goroutine that outlives the decision
+	// (failover's timed store calls do), so it can be neither on the
+	// surface's stack nor reused.
+	ctx   context.Context
+	notes *Notes  // ctx's, or nil
+	d     Decided // d.Time is the decision's start until Decided
 }
 
 // Start begins the report of a request to o (observe.Begin) and returns the
 // context to decide it with, which carries the request's Notes. d gives
-// the request's Surface, Policy, Client and Requests. With a nil o it
-// returns ctx and the zero Reporting, without reading the clock.
+// the request's Surface, Policy, Client, Requests and Limiter; when
+// d.Limiter is Undegradable the context carries no Notes and costs no
+// allocation. With a nil o it returns ctx and the zero Reporting, without
+// reading the clock.
 //
 // When o was wrapped by Sample, its Sampler decides whether the decision
 // is timed: an untimed one reads no clock, here or in Decided, and is
@@ -144,8 +173,13 @@ func (r *Reporting) start(ctx context.Context, o Observer) context.Context {
 	if r.sp != nil {
 		ctx = r.sp.Begin(ctx, r.d.Surface, r.d.Policy)
 	}
-	r.ctx = &NotesContext{Context: ctx}
-	return r.ctx
+	if neverDegrades(r.d.Limiter) {
+		r.ctx = ctx
+		return ctx
+	}
+	nc := &NotesContext{Context: ctx}
+	r.ctx, r.notes = nc, &nc.Notes
+	return nc
 }
 
 // Decided marks the end of the decision: the Latency reported is from
@@ -171,7 +205,7 @@ func (r *Reporting) Report(ds []floodgate.Decision, err error, name func(i int) 
 		return
 	}
 	r.d.Decisions, r.d.Err = ds, err
-	report(r.ctx, r.o, r.sp, &r.d, &r.ctx.Notes, name)
+	report(r.ctx, r.o, r.sp, &r.d, r.notes, name)
 }
 
 // Malformed ends the report of a request that was refused before any limit

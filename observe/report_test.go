@@ -121,3 +121,57 @@ func TestReportingCarriesNotes(t *testing.T) {
 		t.Fatalf("events %+v, want one degraded by %v", evs, cause)
 	}
 }
+
+// honest is a Limiter that says whether it may note a decision degraded.
+type honest struct {
+	floodgate.Limiter
+	never bool
+}
+
+func (h honest) NeverDegrades() bool { return h.never }
+
+// A Limiter that says it never notes a decision degraded
+// (observe.Undegradable) is decided with the caller's context as it is,
+// and its report allocates nothing; any other gets a context with Notes,
+// the report's one allocation.
+func TestStartGivesNotesOnlyToALimiterThatMayNote(t *testing.T) {
+	mem := floodgate.NewMemory()
+	t.Cleanup(mem.Close)
+	reqs := []floodgate.Request{{Key: "a", Cost: 1}}
+	ds := []floodgate.Decision{{Allowed: true, Limit: 10, Remaining: 9}}
+	name := func(int) string { return "rule" }
+	cases := []struct {
+		name      string
+		limiter   floodgate.Limiter
+		wantNotes bool
+	}{
+		{"no limiter named", nil, true},
+		{"a limiter that does not say", struct{ floodgate.Limiter }{mem}, true},
+		{"a wrapper that may note", honest{Limiter: mem, never: false}, true},
+		{"a wrapper that never notes", honest{Limiter: mem, never: true}, false},
+		{"floodgate.Memory", mem, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			base, obs := context.Background(), &countingObserver{}
+			report := func() {
+				ctx, rep := observe.Start(base, obs, observe.Decided{Surface: "test", Policy: "api", Requests: reqs, Limiter: c.limiter})
+				if got := observe.NotesFrom(ctx) != nil; got != c.wantNotes {
+					t.Fatalf("the decision's context carries Notes: %v, want %v", got, c.wantNotes)
+				}
+				if !c.wantNotes && ctx != base {
+					t.Fatal("Start changed the context of a limiter that never notes")
+				}
+				rep.Decided()
+				rep.Report(ds, nil, name)
+			}
+			want := 0.0
+			if c.wantNotes {
+				want = 1
+			}
+			if got := testing.AllocsPerRun(100, report); got != want {
+				t.Errorf("a report allocates %v times, want %v", got, want)
+			}
+		})
+	}
+}

@@ -317,6 +317,12 @@ func multiplex(connections int) int {
 // call the Limiter on the caller's goroutine (see failover.DeadlineAware).
 func (l *Limiter) HonorsDeadline() bool { return true }
 
+// NeverDegrades reports true: a Limiter returns Redis's failures as
+// errors and never decides in its place, so it never notes a decision
+// degraded (observe.Undegradable); wrap it in failover for that. A surface
+// reporting its decisions then skips the context that would carry a note.
+func (l *Limiter) NeverDegrades() bool { return true }
+
 // CallTimeout is Config.Timeout, the longest any call waits (see
 // failover.SelfTimed): each waits on its own timer, for Timeout or its
 // context's deadline, whichever comes first, and returns when its context

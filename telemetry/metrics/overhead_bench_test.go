@@ -143,7 +143,9 @@ func BenchmarkOverheadParallel(b *testing.B) {
 // httplimit calls per request (observe.Start, Decided, Report: one Event
 // and End) with the observers of BenchmarkOverhead, over overheadKeys
 // callers. It is steadier than BenchmarkOverhead on a busy machine, and
-// its "off" is the cost of a nil Observer: nothing.
+// its "off" is the cost of a nil Observer: nothing. It names
+// floodgate.Memory as the limiter, as httplimit over it does, so that the
+// report needs no context of its own (observe.Undegradable).
 //
 //	go test -run '^$' -bench Hook -benchmem ./metrics/
 func BenchmarkHook(b *testing.B) {
@@ -153,13 +155,15 @@ func BenchmarkHook(b *testing.B) {
 	}
 	ds := []floodgate.Decision{{Allowed: true, Limit: 1 << 30, Remaining: 1 << 29, ResetAfter: time.Second}}
 	name := func(int) string { return "per-user" }
+	mem := floodgate.NewMemory()
+	b.Cleanup(mem.Close)
 	for _, oc := range overheadObservers(b) {
 		b.Run(oc.name, func(b *testing.B) {
 			obs := oc.obs()
 			ctx := context.Background()
 			hook := func(i int) {
 				_, rep := observe.Start(ctx, obs, observe.Decided{Surface: observe.SurfaceHTTP, Policy: "api", Client: "192.0.2.1",
-					Requests: keys[i%len(keys)]})
+					Requests: keys[i%len(keys)], Limiter: mem})
 				rep.Decided()
 				rep.Report(ds, nil, name)
 			}

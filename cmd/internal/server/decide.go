@@ -28,7 +28,7 @@ func (s *Server) decide(ctx context.Context, req engine.Request) (engine.Respons
 func (s *Server) allowExplicit(ctx context.Context, client, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
 	reqs := []floodgate.Request{{Key: ExplicitPrefix + key, Limit: limit, Cost: cost}}
 	ctx, rep := observe.Start(ctx, s.observer, observe.Decided{
-		Surface: observe.SurfaceServe, Policy: ExplicitPolicy, Client: client, Requests: reqs})
+		Surface: observe.SurfaceServe, Policy: ExplicitPolicy, Client: client, Requests: reqs, Limiter: s.opts.Limiter})
 	d, err := s.opts.Limiter.AllowN(ctx, reqs[0].Key, limit, cost)
 	rep.Decided()
 	if err != nil && engine.IsBadInput(err) {
