@@ -78,10 +78,8 @@ func newLabelSet[K comparable, V any](count *atomic.Int64, size int) *labelSet[K
 // set. A full set refuses without taking its lock, so that a flood of new
 // values (an attack) costs each caller one map lookup and no contention.
 func (s *labelSet[K, V]) get(key K, create func() V) (v V, ok bool) {
-	if m := s.m.Load(); m != nil {
-		if v, ok := (*m)[key]; ok {
-			return v, true
-		}
+	if v, ok := s.find(key); ok {
+		return v, true
 	}
 	if s.count.Load() >= s.size {
 		return v, false
@@ -107,6 +105,15 @@ func (s *labelSet[K, V]) get(key K, create func() V) (v V, ok bool) {
 	}
 	s.m.Store(&m)
 	return v, true
+}
+
+// find returns the value made for key, if any, with one atomic load and
+// one map lookup.
+func (s *labelSet[K, V]) find(key K) (v V, ok bool) {
+	if m := s.m.Load(); m != nil {
+		v, ok = (*m)[key]
+	}
+	return v, ok
 }
 
 // lazy is a value made on first use, then read with one atomic load: the

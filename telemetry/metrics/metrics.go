@@ -148,6 +148,21 @@ type Observer struct {
 	nPolicies  atomic.Int64
 	nLimits    atomic.Int64 // (policy, limit) pairs, all policies together
 	overflowed *policySeries
+	// pairs finds an event's series in one lookup: the (policy, limit)
+	// names as reported, to the series policy and limit found for them,
+	// Other's included. Bounded by MaxPolicies + MaxLimits entries
+	// (nPairs); past it, events take the two lookups.
+	pairs  *labelSet[pairKey, pairSeries]
+	nPairs atomic.Int64
+}
+
+// pairKey is an event's (policy, limit) names, each as labelKey gives it.
+type pairKey struct{ policy, limit string }
+
+// pairSeries are the series an event's (policy, limit) names record in.
+type pairSeries struct {
+	p *policySeries
+	l *limitSeries
 }
 
 // policySeries are the series of one policy label.
@@ -243,6 +258,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	}
 	o.policies = newLabelSet[string, *policySeries](&o.nPolicies, opts.MaxPolicies)
 	o.overflowed = o.newPolicy(Other)
+	o.pairs = newLabelSet[pairKey, pairSeries](&o.nPairs, opts.MaxPolicies+opts.MaxLimits)
 	return o, nil
 }
 
@@ -281,8 +297,8 @@ func (o *Observer) Handler() http.Handler {
 // Observe implements observe.Observer: it counts the limit's decision,
 // and its near-limit, degraded and store-error series when they apply.
 func (o *Observer) Observe(_ context.Context, e observe.Event) {
-	p := o.policy(e.Policy)
-	l := o.limit(p, e.Limit)
+	s := o.series(e.Policy, e.Limit)
+	p, l := s.p, s.l
 	i := resultIndex(e.Outcome)
 	l.decisions[i].get(func() prometheus.Counter {
 		return o.decisions.WithLabelValues(p.label, l.label, observe.Outcome(i).String())
@@ -339,6 +355,20 @@ func (o *Observer) policy(name string) *policySeries {
 		return o.overflowed
 	}
 	return p
+}
+
+// series returns the series of a (policy, limit) pair of names, found
+// once by policy and limit (the cardinality bounds apply there) and then
+// in one lookup.
+func (o *Observer) series(policy, limit string) pairSeries {
+	k := pairKey{labelKey(policy), labelKey(limit)}
+	if s, ok := o.pairs.find(k); ok {
+		return s
+	}
+	p := o.policy(policy)
+	s := pairSeries{p: p, l: o.limit(p, limit)}
+	o.pairs.get(k, func() pairSeries { return s }) // when full, the next event finds them as this one did
+	return s
 }
 
 // labelKey is the key a name's series are found by: the name itself when
