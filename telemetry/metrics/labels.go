@@ -97,14 +97,43 @@ func (s *labelSet[K, V]) get(key K, create func() V) (v V, ok bool) {
 		return v, false
 	}
 	v = create()
-	m := map[K]V{key: v}
+	s.m.Store(with(old, key, v))
+	return v, true
+}
+
+// with is a copy of old (nil: empty) with key's value v.
+func with[K comparable, V any](old *map[K]V, key K, v V) *map[K]V {
+	m := map[K]V{}
 	if old != nil {
+		m = make(map[K]V, len(*old)+1)
 		for k, w := range *old {
 			m[k] = w
 		}
 	}
-	s.m.Store(&m)
-	return v, true
+	m[key] = v
+	return &m
+}
+
+// put replaces key's value with update(old value), old being the zero
+// value when there is none, when the bound leaves room for one more
+// value; a full set ignores it. Each put counts against the bound, so
+// that values that grow with each put (a list) stay bounded too.
+func (s *labelSet[K, V]) put(key K, update func(old V) V) {
+	if s.count.Load() >= s.size {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.count.Add(1) > s.size {
+		s.count.Add(-1)
+		return
+	}
+	old := s.m.Load()
+	var v V
+	if old != nil {
+		v = (*old)[key]
+	}
+	s.m.Store(with(old, key, update(v)))
 }
 
 // find returns the value made for key, if any, with one atomic load and

@@ -47,6 +47,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -150,14 +151,22 @@ type Observer struct {
 	overflowed *policySeries
 	// pairs finds an event's series in one lookup: the (policy, limit)
 	// names as reported, to the series policy and limit found for them,
-	// Other's included. Bounded by MaxPolicies + MaxLimits entries
+	// Other's included. Bounded by MaxPolicies + MaxLimits pairs
 	// (nPairs); past it, events take the two lookups.
-	pairs  *labelSet[pairKey, pairSeries]
+	pairs  *labelSet[string, *pair]
 	nPairs atomic.Int64
 }
 
-// pairKey is an event's (policy, limit) names, each as labelKey gives it.
-type pairKey struct{ policy, limit string }
+// pair is the series of a (policy, limit) pair of names, each as labelKey
+// gives it, in pairs under the limit's name, with the other pairs of that
+// limit name (next): a limit name is rarely under more than a few
+// policies, and a string key takes the map's fastest path (a small map
+// compares a short key without hashing it).
+type pair struct {
+	policy string
+	s      pairSeries
+	next   *pair
+}
 
 // pairSeries are the series an event's (policy, limit) names record in.
 type pairSeries struct {
@@ -258,7 +267,7 @@ func New(reg prometheus.Registerer, opts Options) (*Observer, error) {
 	}
 	o.policies = newLabelSet[string, *policySeries](&o.nPolicies, opts.MaxPolicies)
 	o.overflowed = o.newPolicy(Other)
-	o.pairs = newLabelSet[pairKey, pairSeries](&o.nPairs, opts.MaxPolicies+opts.MaxLimits)
+	o.pairs = newLabelSet[string, *pair](&o.nPairs, opts.MaxPolicies+opts.MaxLimits)
 	return o, nil
 }
 
@@ -361,13 +370,16 @@ func (o *Observer) policy(name string) *policySeries {
 // once by policy and limit (the cardinality bounds apply there) and then
 // in one lookup.
 func (o *Observer) series(policy, limit string) pairSeries {
-	k := pairKey{labelKey(policy), labelKey(limit)}
-	if s, ok := o.pairs.find(k); ok {
-		return s
+	pk, lk := labelKey(policy), labelKey(limit)
+	head, _ := o.pairs.find(lk)
+	for c := head; c != nil; c = c.next {
+		if c.policy == pk {
+			return c.s
+		}
 	}
 	p := o.policy(policy)
 	s := pairSeries{p: p, l: o.limit(p, limit)}
-	o.pairs.get(k, func() pairSeries { return s }) // when full, the next event finds them as this one did
+	o.pairs.put(lk, func(next *pair) *pair { return &pair{policy: strings.Clone(pk), s: s, next: next} })
 	return s
 }
 

@@ -179,3 +179,22 @@ func BenchmarkHook(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkObserveUntimed is the metrics' part of BenchmarkHook alone: one
+// allowed event in known series, untimed as most are under sampling.
+//
+//	go test -run '^$' -bench ObserveUntimed -benchmem ./metrics/
+func BenchmarkObserveUntimed(b *testing.B) {
+	m, err := metrics.New(prometheus.NewRegistry(), metrics.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := observe.Event{Surface: observe.SurfaceHTTP, Policy: "api", Limit: "per-user", Key: "per-user:user-1", Outcome: observe.Allowed,
+		Cost: 1, Decision: floodgate.Decision{Allowed: true, Limit: 1 << 30, Remaining: 1 << 29}, Untimed: true}
+	ctx := context.Background()
+	m.Observe(ctx, e)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Observe(ctx, e)
+	}
+}
