@@ -47,7 +47,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -155,7 +154,15 @@ type Observer struct {
 	// (nPairs); past it, events take the two lookups.
 	pairs  *labelSet[string, *pair]
 	nPairs atomic.Int64
+	// firstPairs are the first fewPairs pairs made, read before pairs:
+	// a string comparison of names that usually share their bytes (a
+	// rule's name) is cheaper than the hash of a map lookup, and most
+	// configurations have few pairs.
+	firstPairs atomic.Pointer[[]*pair]
 }
+
+// fewPairs is how many pairs firstPairs holds.
+const fewPairs = 4
 
 // pair is the series of a (policy, limit) pair of names, each as labelKey
 // gives it, in pairs under the limit's name, with the other pairs of that
@@ -163,9 +170,9 @@ type Observer struct {
 // policies, and a string key takes the map's fastest path (a small map
 // compares a short key without hashing it).
 type pair struct {
-	policy string
-	s      pairSeries
-	next   *pair
+	policy, limit string
+	s             pairSeries
+	next          *pair
 }
 
 // pairSeries are the series an event's (policy, limit) names record in.
@@ -371,6 +378,13 @@ func (o *Observer) policy(name string) *policySeries {
 // in one lookup.
 func (o *Observer) series(policy, limit string) pairSeries {
 	pk, lk := labelKey(policy), labelKey(limit)
+	if first := o.firstPairs.Load(); first != nil {
+		for _, c := range *first {
+			if c.limit == lk && c.policy == pk {
+				return c.s
+			}
+		}
+	}
 	head, _ := o.pairs.find(lk)
 	for c := head; c != nil; c = c.next {
 		if c.policy == pk {
@@ -379,8 +393,28 @@ func (o *Observer) series(policy, limit string) pairSeries {
 	}
 	p := o.policy(policy)
 	s := pairSeries{p: p, l: o.limit(p, limit)}
-	o.pairs.put(lk, func(next *pair) *pair { return &pair{policy: strings.Clone(pk), s: s, next: next} })
+	o.pairs.put(lk, func(next *pair) *pair {
+		// The names as reported, not copies: the next events of a rule
+		// usually carry the same strings, which compare without
+		// reading their bytes.
+		c := &pair{policy: pk, limit: lk, s: s, next: next}
+		o.remember(c)
+		return c
+	})
 	return s
+}
+
+// remember adds c to firstPairs while they are fewer than fewPairs. It
+// runs under pairs' lock.
+func (o *Observer) remember(c *pair) {
+	var first []*pair
+	if p := o.firstPairs.Load(); p != nil {
+		first = *p
+	}
+	if len(first) < fewPairs {
+		first = append(first[:len(first):len(first)], c)
+		o.firstPairs.Store(&first)
+	}
 }
 
 // labelKey is the key a name's series are found by: the name itself when
