@@ -37,6 +37,10 @@ type Insight struct {
 	mu       sync.Mutex                              // serialises adding a policy
 	other    *policyState
 	tracked  atomic.Int64 // policies tracked one by one
+	// first are the first fewPolicies policies added, found by comparing
+	// names before policies is looked up: a map lookup hashes even a
+	// short name, and most processes decide under a few policies.
+	first atomic.Pointer[[]*policyState]
 
 	events eventRing
 }
@@ -70,6 +74,9 @@ func New(opts Options) (*Insight, error) {
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
+
+// fewPolicies is how many policies Insight.first holds.
+const fewPolicies = 4
 
 // policyState is everything Insight follows for one policy, behind the
 // policy's own lock: the only lock Observe takes.
@@ -123,6 +130,13 @@ func (in *Insight) policy(name string, now int64) *policyState {
 	if name == "" {
 		name = NoPolicy
 	}
+	if first := in.first.Load(); first != nil {
+		for _, p := range *first {
+			if p.name == name {
+				return p
+			}
+		}
+	}
 	if p, ok := (*in.policies.Load())[name]; ok {
 		return p
 	}
@@ -146,6 +160,14 @@ func (in *Insight) policy(name string, now int64) *policyState {
 	m[p.name] = p
 	in.policies.Store(&m)
 	in.tracked.Store(int64(len(m)))
+	if first := in.first.Load(); first == nil || len(*first) < fewPolicies {
+		var list []*policyState
+		if first != nil {
+			list = *first
+		}
+		list = append(list[:len(list):len(list)], p)
+		in.first.Store(&list)
+	}
 	return p
 }
 
