@@ -368,7 +368,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	ctx, rep := observe.Start(r.Context(), m.opts.Observer, observe.Decided{
+	var rep observe.Reporting
+	ctx := rep.Start(r.Context(), m.opts.Observer, observe.Decided{
 		Surface: observe.SurfaceHTTP, Policy: m.opts.Name, Client: peer(r), Requests: reqs, Limiter: m.l})
 	name := func(i int) string { return applied[i].Name }
 	ds, err := m.decide(ctx, reqs)

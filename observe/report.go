@@ -165,6 +165,19 @@ func Start(ctx context.Context, o Observer, d Decided) (context.Context, Reporti
 	return r.start(ctx, o), r
 }
 
+// Start is observe.Start into r: the surfaces declare their Reporting
+// and start it in place, where observe.Start's result (some 250 bytes)
+// is copied on its way to the surface's variable, a copy that costs a
+// tenth of the observers' work on a sampled decision.
+func (r *Reporting) Start(ctx context.Context, o Observer, d Decided) context.Context {
+	if o == nil {
+		*r = Reporting{}
+		return ctx
+	}
+	*r = Reporting{d: d}
+	return r.start(ctx, o)
+}
+
 func (r *Reporting) start(ctx context.Context, o Observer) context.Context {
 	r.o, r.s = Unwrap(o)
 	r.d.Time, r.d.Weight = r.s.Start()

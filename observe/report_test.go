@@ -133,14 +133,11 @@ func (h honest) NeverDegrades() bool { return h.never }
 // A Limiter that says it never notes a decision degraded
 // (observe.Undegradable) is decided with the caller's context as it is,
 // and its report allocates nothing; any other gets a context with Notes,
-// the report's one allocation.
+// the report's one allocation. observe.Start and Reporting.Start agree.
 func TestStartGivesNotesOnlyToALimiterThatMayNote(t *testing.T) {
 	mem := floodgate.NewMemory()
 	t.Cleanup(mem.Close)
-	reqs := []floodgate.Request{{Key: "a", Cost: 1}}
-	ds := []floodgate.Decision{{Allowed: true, Limit: 10, Remaining: 9}}
-	name := func(int) string { return "rule" }
-	cases := []struct {
+	limiters := []struct {
 		name      string
 		limiter   floodgate.Limiter
 		wantNotes bool
@@ -151,27 +148,55 @@ func TestStartGivesNotesOnlyToALimiterThatMayNote(t *testing.T) {
 		{"a wrapper that never notes", honest{Limiter: mem, never: true}, false},
 		{"floodgate.Memory", mem, false},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			base, obs := context.Background(), &countingObserver{}
-			report := func() {
-				ctx, rep := observe.Start(base, obs, observe.Decided{Surface: "test", Policy: "api", Requests: reqs, Limiter: c.limiter})
-				if got := observe.NotesFrom(ctx) != nil; got != c.wantNotes {
-					t.Fatalf("the decision's context carries Notes: %v, want %v", got, c.wantNotes)
-				}
-				if !c.wantNotes && ctx != base {
-					t.Fatal("Start changed the context of a limiter that never notes")
-				}
-				rep.Decided()
-				rep.Report(ds, nil, name)
-			}
-			want := 0.0
-			if c.wantNotes {
-				want = 1
-			}
-			if got := testing.AllocsPerRun(100, report); got != want {
-				t.Errorf("a report allocates %v times, want %v", got, want)
-			}
-		})
+	starts := []struct {
+		name  string
+		start startFunc
+	}{
+		{"observe.Start", func(ctx context.Context, o observe.Observer, d observe.Decided, rep *observe.Reporting) context.Context {
+			ctx, *rep = observe.Start(ctx, o, d)
+			return ctx
+		}},
+		{"Reporting.Start", func(ctx context.Context, o observe.Observer, d observe.Decided, rep *observe.Reporting) context.Context {
+			return rep.Start(ctx, o, d)
+		}},
+	}
+	for _, l := range limiters {
+		for _, s := range starts {
+			t.Run(l.name+"/"+s.name, func(t *testing.T) { checkStartNotes(t, s.start, l.limiter, l.wantNotes) })
+		}
+	}
+}
+
+// startFunc starts rep, one way or the other.
+type startFunc func(ctx context.Context, o observe.Observer, d observe.Decided, rep *observe.Reporting) context.Context
+
+// checkStartNotes reports decisions with limiter, started by start, and
+// checks their context's Notes and the report's allocations.
+func checkStartNotes(t *testing.T, start startFunc, limiter floodgate.Limiter, wantNotes bool) {
+	reqs := []floodgate.Request{{Key: "a", Cost: 1}}
+	ds := []floodgate.Decision{{Allowed: true, Limit: 10, Remaining: 9}}
+	name := func(int) string { return "rule" }
+	base, obs := context.Background(), &countingObserver{}
+	var rep observe.Reporting
+	report := func() {
+		ctx := start(base, obs, observe.Decided{Surface: "test", Policy: "api", Requests: reqs, Limiter: limiter}, &rep)
+		if got := observe.NotesFrom(ctx) != nil; got != wantNotes {
+			t.Fatalf("the decision's context carries Notes: %v, want %v", got, wantNotes)
+		}
+		if !wantNotes && ctx != base {
+			t.Fatal("Start changed the context of a limiter that never notes")
+		}
+		rep.Decided()
+		rep.Report(ds, nil, name)
+	}
+	want := 0.0
+	if wantNotes {
+		want = 1
+	}
+	if got := testing.AllocsPerRun(100, report); got != want {
+		t.Errorf("a report allocates %v times, want %v", got, want)
+	}
+	if obs.events != obs.ends || obs.events < 100 {
+		t.Errorf("the observer saw %d events and %d ends, want one of each per report", obs.events, obs.ends)
 	}
 }

@@ -162,7 +162,8 @@ func BenchmarkHook(b *testing.B) {
 			obs := oc.obs()
 			ctx := context.Background()
 			hook := func(i int) {
-				_, rep := observe.Start(ctx, obs, observe.Decided{Surface: observe.SurfaceHTTP, Policy: "api", Client: "192.0.2.1",
+				var rep observe.Reporting
+				rep.Start(ctx, obs, observe.Decided{Surface: observe.SurfaceHTTP, Policy: "api", Client: "192.0.2.1",
 					Requests: keys[i%len(keys)], Limiter: mem})
 				rep.Decided()
 				rep.Report(ds, nil, name)

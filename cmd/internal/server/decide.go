@@ -27,7 +27,8 @@ func (s *Server) decide(ctx context.Context, req engine.Request) (engine.Respons
 // allowExplicit decides an explicit limit and reports it to the observers.
 func (s *Server) allowExplicit(ctx context.Context, client, key string, limit floodgate.Limit, cost int64) (floodgate.Decision, error) {
 	reqs := []floodgate.Request{{Key: ExplicitPrefix + key, Limit: limit, Cost: cost}}
-	ctx, rep := observe.Start(ctx, s.observer, observe.Decided{
+	var rep observe.Reporting
+	ctx = rep.Start(ctx, s.observer, observe.Decided{
 		Surface: observe.SurfaceServe, Policy: ExplicitPolicy, Client: client, Requests: reqs, Limiter: s.opts.Limiter})
 	d, err := s.opts.Limiter.AllowN(ctx, reqs[0].Key, limit, cost)
 	rep.Decided()
