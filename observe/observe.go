@@ -23,6 +23,12 @@
 // be quick and must not block (aggregate, or hand off to a buffer). They
 // must be safe for concurrent use.
 //
+// A report allocates nothing when the surface decides with a limiter that
+// says it never notes a decision degraded (Undegradable:
+// floodgate.Memory, redisstore); with any other it allocates the
+// decision's context, which carries the Notes that failover and
+// serviceclient mark a degraded decision in.
+//
 // This package has no dependencies beyond the standard library and the
 // floodgate package; the Prometheus and OpenTelemetry observers live in the
 // telemetry module, the heavy hitters in observe/insight and the decision

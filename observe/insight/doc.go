@@ -156,7 +156,8 @@
 // the limit, or the first of a new second) takes the locked path below.
 //
 // Observe takes its policy's lock and no other; the policy table is read
-// without a lock. It allocates nothing for a key already tracked, nor for
+// without a lock, the first four policies by comparing their names (no
+// hash), the others by a map lookup. It allocates nothing for a key already tracked, nor for
 // a new key once its summary is full (it takes the least counter's place);
 // until then, and for a key new to the near-limit list, it allocates the
 // counter or entry (a counter is kept for reuse when its sub-interval is

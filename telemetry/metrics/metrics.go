@@ -34,7 +34,11 @@
 // limit that never denies has no denied series.
 //
 // Recording a decision in series that exist allocates nothing and takes no
-// lock: the label lookups are copy-on-write maps read with an atomic load.
+// lock: an event's series are found in one lookup by its (policy, limit)
+// pair, the first four pairs by comparing names, the others in a
+// copy-on-write map read with an atomic load (at most MaxPolicies +
+// MaxLimits pairs; past it, the policy and limit lookups that apply the
+// bounds).
 //
 // This package does not serve HTTP by itself (Handler gives a handler to
 // mount) nor keep per-key state: top consumers and near-limit keys are
