@@ -168,7 +168,38 @@ func (c *h2Conn) invoke(ctx context.Context, method string, req wireRequest, res
 		<-call.done
 		return status.FromContextError(ctx.Err()).Err()
 	}
+	if err := deadlineReset(ctx, call.err); err != nil {
+		return err
+	}
 	return call.answer(resp)
+}
+
+// deadlineReset is DeadlineExceeded for a call whose stream the server
+// reset with CANCEL once ctx's deadline had passed, else nil. A server
+// gives up at the grpc-timeout the call sent, which it counts from later
+// than this side does, and resets the stream; on a busy machine that may
+// arrive before this side's own timer fires. It is the deadline, as
+// grpc-go's client reports it.
+func deadlineReset(ctx context.Context, err error) error {
+	r, ok := err.(*streamReset)
+	if !ok || r.code != http2.ErrCodeCancel || !pastDeadline(ctx) {
+		return nil
+	}
+	return status.Error(codes.DeadlineExceeded, "deadline exceeded: the server cancelled the call at its grpc-timeout")
+}
+
+// streamReset is the error of a call whose stream the server reset.
+type streamReset struct{ code http2.ErrCode }
+
+func (e *streamReset) Error() string { return "stream reset by the server: " + e.code.String() }
+
+// GRPCStatus is the status of a reset stream: Unavailable.
+func (e *streamReset) GRPCStatus() *status.Status { return status.New(codes.Unavailable, e.Error()) }
+
+// pastDeadline reports whether ctx has a deadline and it has passed.
+func pastDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // reserve waits for a stream slot and send window for n bytes, and takes
@@ -345,7 +376,7 @@ func (c *h2Conn) frame(f http2.Frame) error {
 	case *http2.DataFrame:
 		return c.data(f)
 	case *http2.RSTStreamFrame:
-		c.finish(f.StreamID, status.Errorf(codes.Unavailable, "stream reset by the server: %v", f.ErrCode))
+		c.finish(f.StreamID, &streamReset{code: f.ErrCode})
 	case *http2.GoAwayFrame:
 		return fmt.Errorf("%w: GOAWAY %v %q", errH2Closed, f.ErrCode, f.DebugData())
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -176,5 +177,36 @@ func TestGRPCTimeout(t *testing.T) {
 		if got := grpcTimeout(tc.d); got != tc.want {
 			t.Errorf("grpcTimeout(%s) = %s, want %s", tc.d, got, tc.want)
 		}
+	}
+}
+
+// A stream the server cancels once the call's deadline has passed is the
+// deadline (the server's own grpc-timeout fired first); any other reset
+// is the server's doing.
+func TestStreamResetAtTheDeadline(t *testing.T) {
+	past, cancelPast := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancelPast()
+	future, cancelFuture := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelFuture()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want codes.Code
+	}{
+		{"cancelled past the deadline", past, &streamReset{code: http2.ErrCodeCancel}, codes.DeadlineExceeded},
+		{"cancelled before the deadline", future, &streamReset{code: http2.ErrCodeCancel}, codes.Unavailable},
+		{"cancelled without a deadline", context.Background(), &streamReset{code: http2.ErrCodeCancel}, codes.Unavailable},
+		{"refused past the deadline", past, &streamReset{code: http2.ErrCodeRefusedStream}, codes.Unavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := deadlineReset(tc.ctx, tc.err)
+			if err == nil {
+				err = tc.err
+			}
+			if got := status.Code(err); got != tc.want {
+				t.Fatalf("%v: code %v, want %v", err, got, tc.want)
+			}
+		})
 	}
 }
