@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate/internal/headers"
+	"github.com/floodgate-io/floodgate/internal/testkit"
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
@@ -38,7 +39,7 @@ const (
 // zipfRequests is the requests of a default run; fewer under the race
 // detector, which slows every request several times over.
 func zipfRequests() int {
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		return 10000
 	}
 	return 50000

@@ -153,6 +153,19 @@ type DescriptorStatus struct {
 type Response struct {
 	Code        Code
 	Descriptors []DescriptorStatus
+
+	scratch *scratch // the memory Descriptors is in; nil once released
+}
+
+// Release gives the response's memory back to the engine, for a later
+// decision to use. Nothing of the response (its Descriptors and their
+// Limits) may be read after; the strings in it (keys, names) stay valid.
+// Releasing is optional: a response never released is collected as usual.
+func (r *Response) Release() {
+	if r.scratch != nil {
+		r.scratch.pool.put(r.scratch)
+		*r = Response{}
+	}
 }
 
 // Engine decides policy lookups. It is safe for concurrent use; Reload
@@ -162,6 +175,7 @@ type Engine struct {
 	stores   Stores
 	obs      observe.Observer // nil: no reports
 	surface  string           // the Event.Surface of the reports
+	scratch  scratchPool
 }
 
 // Stores picks the store a rule counts in (by failure mode, strategy).
@@ -325,7 +339,17 @@ func (e *Engine) decide(ctx context.Context, req Request) (Response, error) {
 	if err := validate(req); err != nil {
 		return Response{}, err
 	}
-	descs := make([]policy.Descriptor, len(req.Descriptors))
+	sc := e.scratch.get()
+	resp, err := e.decideIn(ctx, req, sc)
+	if err != nil {
+		e.scratch.put(sc)
+	}
+	return resp, err
+}
+
+// decideIn decides req in sc's memory.
+func (e *Engine) decideIn(ctx context.Context, req Request, sc *scratch) (Response, error) {
+	descs := sc.descsFor(len(req.Descriptors))
 	for i, d := range req.Descriptors {
 		descs[i] = policy.Descriptor{Entries: d.Entries}
 	}
@@ -333,12 +357,12 @@ func (e *Engine) decide(ctx context.Context, req Request) (Response, error) {
 	if err := checkCostNames(set, req, descs); err != nil {
 		return Response{}, err
 	}
-	p := newPlan(req, descs, set, set.MatchAll(req.Domain, descs))
+	p := newPlan(req, descs, set, set.MatchAll(req.Domain, descs), sc)
 	if err := p.checkKeys(); err != nil {
 		return Response{}, err
 	}
 	if err := p.run(ctx, e.stores); err != nil {
 		return Response{}, err
 	}
-	return p.response(), nil
+	return p.response(sc), nil
 }

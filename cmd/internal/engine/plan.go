@@ -35,12 +35,12 @@ type plan struct {
 // A plan's unlimited bits must cover every descriptor a request may have.
 var _ [64 - MaxDescriptors]struct{}
 
-func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]policy.Rule) plan {
+func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]policy.Rule, sc *scratch) plan {
 	n := 0 // at most one item per rule, or one for an override
 	for i := range req.Descriptors {
 		n += max(len(rules[i]), 1)
 	}
-	p := plan{req: req, items: make([]item, 0, n), statuses: make([]LimitStatus, 0, n)}
+	p := plan{req: req, items: sc.itemsFor(n), statuses: sc.statusesFor(n)}
 	_, known := set.Policy(req.Domain)
 	for i := range req.Descriptors {
 		d := &req.Descriptors[i]
@@ -73,6 +73,7 @@ func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]
 			}, LimitStatus{Rule: r, Limit: r.Limit, Key: r.StateKey(descs[i]), Cost: signed(dir, c)})
 		}
 	}
+	sc.items, sc.statuses = p.items, p.statuses // what to clear when sc is put back
 	return p
 }
 
@@ -373,8 +374,8 @@ func decideBatch(ctx context.Context, store floodgate.Limiter, items []*item) er
 
 // response folds the items into statuses. Each descriptor's Limits is
 // the run of plan.statuses of its items.
-func (p *plan) response() Response {
-	resp := Response{Code: OK, Descriptors: make([]DescriptorStatus, len(p.req.Descriptors))}
+func (p *plan) response(sc *scratch) Response {
+	resp := Response{Code: OK, Descriptors: sc.answersFor(len(p.req.Descriptors)), scratch: sc}
 	for i := range resp.Descriptors {
 		resp.Descriptors[i] = DescriptorStatus{Code: OK, Tightest: -1, Unlimited: p.unlimited&(1<<i) != 0}
 	}

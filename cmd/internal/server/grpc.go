@@ -31,7 +31,7 @@ func (s *Server) newGRPC() *grpc.Server {
 		grpc.ChainUnaryInterceptor(s.recoverUnary),
 		grpc.ChainStreamInterceptor(s.recoverStream),
 		grpc.NumStreamWorkers(streamWorkers),
-		grpc.ForceServerCodecV2(newRLSCodec()),
+		grpc.ForceServerCodecV2(newRLSCodec(&s.replies)),
 	)...)
 	registerRLS(g, s)
 	healthpb.RegisterHealthServer(g, s.health)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -35,12 +36,21 @@ type rlsHandler struct {
 	s    *Server
 	info grpc.UnaryServerInfo
 	next grpc.UnaryHandler // shouldRateLimit
+	// calls are rlsCalls to read requests into. A call is done with its
+	// rlsCall when the handler returns: the engine's request points into
+	// it, but nothing of the request outlives the decision except its
+	// strings, which are cut from a string of their own (rlsCall.decode).
+	calls sync.Pool
 }
 
 // handle reads the request and passes it through the interceptors, as an
 // *rlsCall.
 func (h *rlsHandler) handle(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-	in := new(rlsCall)
+	in, _ := h.calls.Get().(*rlsCall)
+	if in == nil {
+		in = new(rlsCall)
+	}
+	defer h.release(in)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -48,6 +58,13 @@ func (h *rlsHandler) handle(_ any, ctx context.Context, dec func(any) error, int
 		return h.shouldRateLimit(ctx, in)
 	}
 	return interceptor(ctx, in, &h.info, h.next)
+}
+
+// release clears c, so that a pooled call holds no request's strings, and
+// pools it.
+func (h *rlsHandler) release(c *rlsCall) {
+	*c = rlsCall{}
+	h.calls.Put(c)
 }
 
 func (h *rlsHandler) shouldRateLimit(ctx context.Context, req any) (any, error) {

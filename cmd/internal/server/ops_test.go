@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate-io/floodgate"
+	"github.com/floodgate-io/floodgate/cmd/internal/observers"
 	"github.com/floodgate-io/floodgate/cmd/internal/server"
 	"github.com/floodgate-io/floodgate/cmd/internal/servicetest"
 	"github.com/floodgate-io/floodgate/internal/testkit/timing"
@@ -43,7 +44,14 @@ func (h *harness) scrape(metric string) []string {
 }
 
 func TestMetricsHaveBoundedLabels(t *testing.T) {
-	h := newHarness(t, setup{})
+	// Every decision timed: above observe.DefaultFullRate, which a fast
+	// machine reaches here, the latency histogram would sample.
+	obs, err := observers.New(context.Background(), observers.Config{TimeEvery: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obs.Close(context.Background()) })
+	h := newHarness(t, setup{opts: func(o *server.Options) { o.Observers = obs }})
 	// Two series first: a domain nobody defined, an explicit limit.
 	h.should(&rlsv3.RateLimitRequest{Domain: "attacker-chosen", Descriptors: rreq(rdesc("user", "x")).Descriptors})
 	h.post("/v1/allow", `{"key":"k","limit":{"algorithm":"sliding_log","rate":1,"period":"1s"}}`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -39,6 +40,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if err != nil {
 		return nil, err
 	}
+	defer s.replies.put(r)
 	return r.message(), nil
 }
 
@@ -57,9 +59,29 @@ func (s *Server) answerRLS(ctx context.Context, req engine.Request, bad error) (
 		}
 		return nil, status.Error(f.code, f.msg)
 	}
-	r := new(reply)
-	s.buildReply(resp, r)
+	r := s.replies.get()
+	s.buildReply(resp, r) // copies what it keeps: the response is done with
+	resp.Release()
 	return r, nil
+}
+
+// replyPool recycles replies. A reply is taken when a request is decided
+// and given back once written: by rlsCodec.Marshal for gRPC, after its
+// message for /json.
+type replyPool struct{ pool sync.Pool }
+
+func (p *replyPool) get() *reply {
+	if r, _ := p.pool.Get().(*reply); r != nil {
+		return r
+	}
+	return new(reply)
+}
+
+// put clears r, so that a pooled reply holds no answer's strings, and
+// pools it.
+func (p *replyPool) put(r *reply) {
+	*r = reply{}
+	p.pool.Put(r)
 }
 
 // Envoy's units, with the lengths Envoy's service gives them.

@@ -28,18 +28,29 @@ import (
 // other message (health, reflection) goes through grpc-go's own codec.
 
 // rlsCodec is the gRPC server's codec: protobuf, with rlsCall and reply
-// read and written by hand.
-type rlsCodec struct{ proto encoding.CodecV2 }
+// read and written by hand. A reply goes back to replies once written.
+type rlsCodec struct {
+	proto   encoding.CodecV2
+	replies *replyPool
+}
 
-func newRLSCodec() rlsCodec { return rlsCodec{proto: encoding.GetCodecV2(grpcproto.Name)} }
+func newRLSCodec(replies *replyPool) rlsCodec {
+	return rlsCodec{proto: encoding.GetCodecV2(grpcproto.Name), replies: replies}
+}
 
 // Name is protobuf's: the codec speaks it.
 func (rlsCodec) Name() string { return grpcproto.Name }
 
-// Marshal writes a reply by hand, anything else as grpc-go does.
+// Marshal writes a reply by hand, anything else as grpc-go does. The
+// reply is not read again once written: grpc-go passes the message on only
+// to stats handlers, which read the sizes it reports with it, and the
+// server's (otelgrpc's) reads nothing of a message that is not protobuf's.
+// So it goes back to the pool here.
 func (c rlsCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if r, ok := v.(*reply); ok {
-		return mem.BufferSlice{mem.SliceBuffer(appendReply(make([]byte, 0, r.size()), r))}, nil
+		b := appendReply(make([]byte, 0, r.size()), r)
+		c.replies.put(r)
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
 	return c.proto.Marshal(v)
 }
@@ -57,8 +68,8 @@ func (c rlsCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 // rlsCall is a ShouldRateLimit request as rlsCodec reads it. Its buffers
-// hold an ordinary request, so that reading one allocates the rlsCall and
-// one string for all of the request's strings.
+// hold an ordinary request, so that reading one allocates one string for
+// all of the request's strings; the rlsCall itself is reused (rlsHandler).
 type rlsCall struct {
 	raw rlsRaw
 	err error // why the request did not decode; nil when it did
@@ -89,6 +100,7 @@ func (c *rlsCall) decode(data mem.BufferSlice) {
 		b = data.Materialize()
 	}
 	msg := string(b) // every string of the request is a part of this one
+	c.err = nil
 	c.raw = rlsRaw{descs: c.rawBuf[:0]}
 	c.entries = c.entryBuf[:0]
 	if err := c.readRequest(wire{b: b, msg: msg}, 0, len(b)); err != nil {

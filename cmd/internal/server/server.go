@@ -118,6 +118,7 @@ type Server struct {
 	handler  http.Handler
 	health   *healthServer
 	drain    *listen.Drain
+	replies  replyPool // the gRPC answers' replies, reused once written
 
 	stopping <-chan struct{} // closed when Serve starts to drain
 }
