@@ -48,7 +48,7 @@ func TestDecideAllocations(t *testing.T) {
 		}
 		resp.Release()
 	}
-	const most = 7
+	const most = 6
 	if n := testing.AllocsPerRun(100, decide); n > most {
 		t.Errorf("Decide of a descriptor with two limits in memory: %v allocations, want at most %d", n, most)
 	}

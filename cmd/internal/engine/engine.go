@@ -357,7 +357,7 @@ func (e *Engine) decideIn(ctx context.Context, req Request, sc *scratch) (Respon
 	if err := checkCostNames(set, req, descs); err != nil {
 		return Response{}, err
 	}
-	p := newPlan(req, descs, set, set.MatchAll(req.Domain, descs), sc)
+	p := newPlan(req, descs, set, sc.matchesOf(set, req.Domain, descs), sc)
 	if err := p.checkKeys(); err != nil {
 		return Response{}, err
 	}

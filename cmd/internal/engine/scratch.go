@@ -7,7 +7,7 @@ import (
 )
 
 // scratch is the memory one decision works in: the descriptors as the
-// policy reads them, the plan's items and statuses, and the Response's
+// policy reads them and the rules they match, the plan's items and statuses, and the Response's
 // descriptors, which point into the statuses. A decision takes one from
 // its engine's pool and Response.Release gives it back, so that a service
 // answering from the response and then releasing it (as the gRPC surface
@@ -15,6 +15,7 @@ import (
 // request they served, up to keepCap.
 type scratch struct {
 	descs    []policy.Descriptor
+	matches  [][]policy.Rule
 	items    []item
 	statuses []LimitStatus
 	answers  []DescriptorStatus
@@ -38,6 +39,7 @@ func (p *scratchPool) get() *scratch {
 // strings or rules alive, and pools it.
 func (p *scratchPool) put(sc *scratch) {
 	sc.descs = cleared(sc.descs)
+	sc.matches = cleared(sc.matches)
 	sc.items = cleared(sc.items)
 	sc.statuses = cleared(sc.statuses)
 	sc.answers = cleared(sc.answers)
@@ -65,6 +67,12 @@ func grown[T any](s []T, n int) []T {
 func (sc *scratch) descsFor(n int) []policy.Descriptor {
 	sc.descs = grown(sc.descs, n)
 	return sc.descs
+}
+
+// matches are the rules of descs in set (policy.Set.MatchAll).
+func (sc *scratch) matchesOf(set *policy.Set, domain string, descs []policy.Descriptor) [][]policy.Rule {
+	sc.matches = set.AppendMatchAll(sc.matches[:0], domain, descs)
+	return sc.matches
 }
 
 // itemsFor and statusesFor are empty with room for n: the plan appends.

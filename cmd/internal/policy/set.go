@@ -82,11 +82,17 @@ func (s *Set) Match(domain string, d Descriptor) ([]Rule, bool) {
 // The result has one slice per descriptor, nil or empty when nothing
 // applies to it.
 func (s *Set) MatchAll(domain string, ds []Descriptor) [][]Rule {
-	out := make([][]Rule, len(ds))
+	return s.AppendMatchAll(make([][]Rule, 0, len(ds)), domain, ds)
+}
+
+// AppendMatchAll is MatchAll appending its slices to out, for a caller
+// that reuses out from request to request.
+func (s *Set) AppendMatchAll(out [][]Rule, domain string, ds []Descriptor) [][]Rule {
+	base := len(out)
 	var replaced map[string]bool
-	for i, d := range ds {
+	for _, d := range ds {
 		rules, _ := s.Match(domain, d)
-		out[i] = rules
+		out = append(out, rules)
 		for _, r := range rules {
 			for _, name := range r.Replaces {
 				if replaced == nil {
@@ -99,7 +105,7 @@ func (s *Set) MatchAll(domain string, ds []Descriptor) [][]Rule {
 	if replaced == nil {
 		return out
 	}
-	for i, rules := range out {
+	for i, rules := range out[base:] {
 		if !slices.ContainsFunc(rules, func(r Rule) bool { return dropped(r, replaced) }) {
 			continue
 		}
@@ -109,7 +115,7 @@ func (s *Set) MatchAll(domain string, ds []Descriptor) [][]Rule {
 				kept = append(kept, r)
 			}
 		}
-		out[i] = kept
+		out[base+i] = kept
 	}
 	return out
 }
