@@ -129,3 +129,26 @@ func BenchmarkObserveStamped(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkObserveUntimed is every CPU reporting untimed decisions, as a
+// Sampler's are above its FullRate, stamped and below the near-limit
+// ratio: the path that takes no lock.
+func BenchmarkObserveUntimed(b *testing.B) {
+	in, _ := insight.New(insight.Options{})
+	evs := events(1, 100)
+	ctx := context.Background()
+	at := time.Now()
+	for i := range evs {
+		evs[i].Time, evs[i].Decision.Remaining = at, 90
+		in.Observe(ctx, evs[i]) // timed: the cost is known
+		evs[i].Untimed = true
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			in.Observe(ctx, evs[i%len(evs)])
+			i++
+		}
+	})
+}

@@ -30,7 +30,8 @@
 // count − error ≤ true units ≤ count, and error ≤ N/K; every key with more
 // than N/K units is among the merged candidates, and every key with more
 // than 2N/K units is in the top K (a key ranked above it has more than
-// N/K true units, and fewer than K keys can). TopList carries N (total),
+// N/K true units, and fewer than K keys can). TopList carries N (sampled;
+// total is the exact units of every decision, the same unless sampled),
 // K (counters) and N/K (max_error) so that a reader can judge a list. In
 // the package's tests on Zipf traffic (skews 1.05 to 2, 300,000 requests
 // over up to 41,000 distinct keys, 6 sub-intervals, K = 128 or 32) the
@@ -44,11 +45,17 @@
 // error: for a key of X true units, with costs of at most c and N the
 // largest sampling period over the window, |X̂ − X| ≤ √(2·N·c·X·ln(2/δ))
 // + (2/3)·N·c·ln(2/δ) with probability 1 − δ (Bernstein's inequality;
-// for δ = 10⁻³, about √(15·N·c·X) + 5·N·c). A key's relative error is so
-// about √(15·N·c/X): small for the heavy hitters, which is what the
-// list is for. In the package's tests (Zipf skews 1.1 and 1.5, 300,000
+// for δ = 10⁻⁶, about √(29·N·c·X) + 10·N·c). A key's relative error is
+// so about √(29·N·c/X): small for the heavy hitters, which is what the
+// list is for. Each entry's stated errors include it: solved for X, the
+// bound turns count − error ≤ X̂ ≤ count into count − error ≤ X ≤ count
+// + error_above, with probability 1 − 10⁻⁶, and the list names
+// N (sampling_period). The list's total stays exact: every decision's
+// units are counted, timed or not; sampled is then the summaries' N, an
+// estimate of it, and max_error bounds the Space-Saving part of each
+// error alone. In the package's tests (Zipf skews 1.1 and 1.5, 300,000
 // decisions at 10,000 a second under a FullRate of 500, N ≈ 20) the top
-// 10 listed were the true top 10 and every count was within both errors.
+// 10 listed were the true top 10 and every count was within its errors.
 // Below FullRate every decision is timed and the bounds are as above.
 //
 // Policies are bounded too: MaxPolicies (default 1000) are tracked one by
@@ -117,7 +124,8 @@
 // denied units (default: both, one list each):
 //
 //	{"lists":[{"policy":"api","by":"denied","window_seconds":60,"total":1200,
-//	  "counters":128,"max_error":9,"entries":[{"key":"mallory","count":800,"error":0}]}]}
+//	  "sampled":1200,"sampling_period":1,"counters":128,"max_error":9,
+//	  "entries":[{"key":"mallory","count":800,"error":0,"error_above":0}]}]}
 //
 // GET /admin/near-limit?policy=api&n=50 lists the n (default 50, at most
 // MaxNearLimit) most used near-limit keys of policy (default: every
@@ -150,10 +158,14 @@
 // # Cost
 //
 // An untimed event that leaves its key below NearLimitRatio takes no lock:
-// it adds one to an atomic counter of its policy, by outcome, which the
-// next locked call folds into the totals and the current second's rates
-// (so these stay exact under sampling). Any other event (timed, or near
-// the limit, or the first of a new second) takes the locked path below.
+// it adds one to an atomic counter of its policy, by outcome, and its
+// cost to another, by admitted or denied, which the next locked call
+// folds into the totals, the current second's rates and the current
+// sub-interval's units (so these and the top lists' totals stay exact
+// under sampling). Any other event (timed, or near the limit, or the
+// first of a new second, or costlier than any before it in the
+// sub-interval: the sampling bound needs the largest cost) takes the
+// locked path below.
 //
 // Observe takes its policy's lock and no other; the policy table is read
 // without a lock, the first four policies by comparing their names (no

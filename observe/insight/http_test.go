@@ -54,11 +54,11 @@ func TestHandlerAnswers(t *testing.T) {
 	_, url := serve(t)
 	for _, tc := range []struct{ path, want string }{
 		{"/admin/top?policy=api&by=denied&n=5",
-			`{"lists":[{"policy":"api","by":"denied","window_seconds":60,"total":1,"counters":16,"max_error":0,` +
-				`"entries":[{"key":"mallory","count":1,"error":0}]}]}`},
+			`{"lists":[{"policy":"api","by":"denied","window_seconds":60,"total":1,"sampled":1,"sampling_period":1,"counters":16,"max_error":0,` +
+				`"entries":[{"key":"mallory","count":1,"error":0,"error_above":0}]}]}`},
 		{"/admin/top",
-			`{"lists":[{"policy":"api","by":"admitted","window_seconds":60,"total":3,"counters":16,"max_error":0,"entries":[{"key":"alice","count":3,"error":0}]},` +
-				`{"policy":"api","by":"denied","window_seconds":60,"total":1,"counters":16,"max_error":0,"entries":[{"key":"mallory","count":1,"error":0}]}]}`},
+			`{"lists":[{"policy":"api","by":"admitted","window_seconds":60,"total":3,"sampled":3,"sampling_period":1,"counters":16,"max_error":0,"entries":[{"key":"alice","count":3,"error":0,"error_above":0}]},` +
+				`{"policy":"api","by":"denied","window_seconds":60,"total":1,"sampled":1,"sampling_period":1,"counters":16,"max_error":0,"entries":[{"key":"mallory","count":1,"error":0,"error_above":0}]}]}`},
 		{"/admin/near-limit?n=1",
 			`{"ratio":0.8,"entries":[{"policy":"api","limit":"per-user","key":"mallory","used":1,"remaining":0,"max":10,` +
 				`"reset_at":"2026-03-01T12:01:00Z","seen_at":"2026-03-01T12:00:00Z"}]}`},

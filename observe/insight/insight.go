@@ -100,7 +100,13 @@ type policyState struct {
 	// current second by outcome, without the lock; fold adds them to
 	// totals and the second's counts. nextSecAt is nextSec, for them to
 	// read without the lock.
-	untimed       [observe.Error + 1]atomic.Int64
+	untimed [observe.Error + 1]atomic.Int64
+	// untimedUnits are their units, admitted and denied, for the top
+	// lists' exact totals. An untimed decision that costs more than
+	// untimedCost, the largest cost the current sub-interval has counted
+	// under the lock, takes the lock: the sampling bound needs it.
+	untimedUnits  [2]atomic.Int64
+	untimedCost   atomic.Int64
 	nextSecAt     atomic.Int64
 	nearDecisions uint64
 	near          nearList
@@ -215,11 +221,29 @@ func (in *Insight) countUntimed(e *observe.Event) bool {
 	}
 	now := e.Time.UnixNano()
 	p := in.policy(e.Policy, now)
-	if now >= p.nextSecAt.Load() {
+	o := outcomeIndex(e.Outcome)
+	units := hasUnits(o) && e.Cost > 0
+	if now >= p.nextSecAt.Load() || units && e.Cost > p.untimedCost.Load() {
 		return false
 	}
-	p.untimed[outcomeIndex(e.Outcome)].Add(1)
+	p.untimed[o].Add(1)
+	if units {
+		p.untimedUnits[unitsIndex(o)].Add(e.Cost)
+	}
 	return true
+}
+
+// hasUnits reports whether the top lists count an outcome's units:
+// admitted (Allowed) or denied.
+func hasUnits(o observe.Outcome) bool { return o == observe.Allowed || denial(o) }
+
+// unitsIndex is the index of an outcome's units in
+// policyState.untimedUnits.
+func unitsIndex(o observe.Outcome) int {
+	if denial(o) {
+		return 1
+	}
+	return 0
 }
 
 // isNear reports whether e leaves its key at or above NearLimitRatio.
@@ -246,6 +270,12 @@ func (p *policyState) fold() {
 			if denial(observe.Outcome(o)) {
 				p.secDeny += c
 			}
+		}
+	}
+	for i, s := range [2]*summary{&p.admitted[p.cur], &p.denied[p.cur]} {
+		if u := p.untimedUnits[i].Load(); u != 0 {
+			p.untimedUnits[i].Add(-u)
+			s.fold(u, p.untimedCost.Load())
 		}
 	}
 }
@@ -277,11 +307,12 @@ func (in *Insight) count(p *policyState, e *observe.Event, now int64) {
 	switch {
 	case denial(o):
 		p.secDeny++
-		if e.Cost > 0 && w > 0 {
-			p.denied[cur].add(e.Key, e.Cost*w)
-		}
-	case o == observe.Allowed && e.Cost > 0 && w > 0:
-		p.admitted[cur].add(e.Key, e.Cost*w)
+		p.denied[cur].count(e.Key, e.Cost, w)
+	case o == observe.Allowed:
+		p.admitted[cur].count(e.Key, e.Cost, w)
+	}
+	if hasUnits(o) && e.Cost > p.untimedCost.Load() {
+		p.untimedCost.Store(e.Cost)
 	}
 	if o == observe.Error || e.Decision.Limit <= 0 {
 		return // no decision: it says nothing of how close the key is
@@ -324,6 +355,7 @@ func (in *Insight) advanceSecond(p *policyState, now int64) {
 			p.denied[s%n].reset()
 		}
 		p.slot = slot
+		p.untimedCost.Store(0) // fold has folded the last sub-interval's
 	}
 	p.cur = p.slot % n
 	p.nextSec = (p.sec + 1) * 1e9

@@ -29,11 +29,15 @@ const (
 )
 
 // TopEntry is one key of a top list: its true count over the window lies
-// between Count − Error and Count.
+// between Count − Error and Count + ErrorAbove. ErrorAbove is 0 and the
+// bounds certain unless the list was sampled (TopList.SamplingPeriod
+// above 1); then both include the sampling error, and they hold with
+// probability 1 − 10⁻⁶ (see the package doc).
 type TopEntry struct {
-	Key   string `json:"key"`
-	Count int64  `json:"count"`
-	Error int64  `json:"error"`
+	Key        string `json:"key"`
+	Count      int64  `json:"count"`
+	Error      int64  `json:"error"`
+	ErrorAbove int64  `json:"error_above"`
 }
 
 // TopList is a policy's top consumers over the window.
@@ -43,11 +47,20 @@ type TopList struct {
 	// WindowSeconds is Options.Window; the list covers the current
 	// sub-interval and the Slots−1 before it.
 	WindowSeconds int64 `json:"window_seconds"`
-	// Total is N, the units counted over the window.
+	// Total is the units of every decision over the window, exactly,
+	// sampled or not.
 	Total int64 `json:"total"`
+	// Sampled is N, the units the summaries counted: Total, unless the
+	// decisions were sampled; then the timed decisions' units, each
+	// times its Weight, an unbiased estimate of Total.
+	Sampled int64 `json:"sampled"`
+	// SamplingPeriod is the largest Weight over the window: one decision
+	// in SamplingPeriod was counted. 1: every decision was.
+	SamplingPeriod int64 `json:"sampling_period"`
 	// Counters is K.
 	Counters int `json:"counters"`
-	// MaxError is N/K, the bound on every entry's Error.
+	// MaxError is N/K, the bound on the Space-Saving part of every
+	// entry's Error: all of it unless the list was sampled.
 	MaxError int64      `json:"max_error"`
 	Entries  []TopEntry `json:"entries"`
 }
@@ -125,10 +138,13 @@ func (in *Insight) Top(policy string, by By, n int) (TopList, error) {
 		}
 		m = merge(parts)
 	})
-	l := TopList{Policy: p.name, By: by, WindowSeconds: int64(in.opts.Window / time.Second), Total: m.total,
-		Counters: in.opts.Counters, MaxError: m.total / int64(in.opts.Counters), Entries: m.entries[:min(n, len(m.entries))]}
+	l := TopList{Policy: p.name, By: by, WindowSeconds: int64(in.opts.Window / time.Second), Total: m.exact,
+		Sampled: m.total, SamplingPeriod: m.period, Counters: in.opts.Counters, MaxError: m.total / int64(in.opts.Counters),
+		Entries: m.entries[:min(n, len(m.entries))]}
+	b := newSamplingBound(m.period, m.cost)
 	for i := range l.Entries {
 		l.Entries[i].Key = in.showKey(l.Entries[i].Key)
+		b.widen(&l.Entries[i])
 	}
 	return l, nil
 }

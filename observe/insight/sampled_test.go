@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -15,19 +14,11 @@ import (
 	"github.com/floodgate-io/floodgate/observe/insight"
 )
 
-// samplingBound is the package doc's sampling error for a key of x true
-// units: with probability 1 − δ, its weighted sample is within
-// √(2·N·c·x·ln(2/δ)) + (2/3)·N·c·ln(2/δ) of x (Bernstein), where N is the
-// largest sampling period and c the largest cost. δ = 10⁻³.
-func samplingBound(x, n, c int64) float64 {
-	l := math.Log(2 / 1e-3)
-	return math.Sqrt(2*float64(n*c*x)*l) + 2.0/3*float64(n*c)*l
-}
-
 // Under a Sampler that times one decision in N, the top consumers are
 // built from the timed decisions, each weighing N: on Zipf traffic the
-// true top 10 are still listed, and every listed count is within the
-// Space-Saving error and the sampling bound of the true units.
+// true top 10 are still listed, every listed count is within its stated
+// errors (the Space-Saving error and the sampling bound) of the true
+// units, and the total is exact.
 func TestTopUnderSamplingOnZipfTraffic(t *testing.T) {
 	for _, tc := range []struct {
 		skew    float64
@@ -86,11 +77,13 @@ func TestTopUnderSamplingOnZipfTraffic(t *testing.T) {
 				if x >= tenth {
 					hits++
 				}
-				b := samplingBound(x, maxWeight, tc.maxCost)
-				if float64(x) < float64(e.Count-e.Error)-b || float64(x) > float64(e.Count)+b {
-					t.Errorf("key %q: count %d, error %d, but its true %d units are not within [count−error, count] ± %.0f",
-						e.Key, e.Count, e.Error, x, b)
+				if x < e.Count-e.Error || x > e.Count+e.ErrorAbove {
+					t.Errorf("key %q: count %d, error %d, above %d, but its true %d units are not within [count−error, count+error_above]",
+						e.Key, e.Count, e.Error, e.ErrorAbove, x)
 				}
+			}
+			if list.Total != sum(exact) || list.SamplingPeriod != maxWeight {
+				t.Errorf("total %d, sampling period %d; want the exact %d and the largest weight %d", list.Total, list.SamplingPeriod, sum(exact), maxWeight)
 			}
 			if recall := float64(hits) / 10; recall < 0.9 {
 				t.Errorf("top-10 recall %.1f, want ≥ 0.9: listed %v, true top 10 %v", recall, list.Entries, truth[:10])
@@ -133,5 +126,97 @@ func TestUntimedEventsAreCounted(t *testing.T) {
 	}
 	if got := stats.Policies[0].Totals; got["allowed"] != 750 || got["denied"] != 250 {
 		t.Errorf("totals %v, want 750 allowed and 250 denied", got)
+	}
+}
+
+// Under sampling, each top list's Total is the exact units of every
+// decision, timed or not, and every listed key's true units lie within
+// its stated errors, [count − error, count + error_above]: on Insight's
+// own clock (every event under the lock) and on the system clock (untimed
+// events counted without it), with sampling periods that change over the
+// stream as a Sampler's do, and costs of 1 or up to 8.
+func TestSampledTopListsStateExactTotalsAndTheirErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		system  bool    // Insight on the system clock, events stamped
+		periods []int64 // the sampling period of each successive quarter
+		maxCost int64
+	}{
+		{"unsampled", false, []int64{1}, 1},
+		{"unsampled,system", true, []int64{1}, 3},
+		{"N=3", false, []int64{3}, 1},
+		{"N=3,system", true, []int64{3}, 1},
+		{"N=1..20,cost≤8", false, []int64{1, 20, 7, 2}, 8},
+		{"N=1..20,cost≤8,system", true, []int64{2, 20, 1, 7}, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const decisions, perSecond, limit = 120_000, 20_000, 600
+			opts := insight.Options{Window: time.Hour} // a run on the system clock stays in it
+			base := start
+			var clock *floodgate.ManualClock
+			if tc.system {
+				base = time.Now().Add(-10 * time.Second)
+			} else {
+				clock = floodgate.NewManualClock(start)
+				opts.Clock = clock
+			}
+			in, err := insight.New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rand.New(rand.NewPCG(7, uint64(len(tc.name))))
+			z := rand.NewZipf(r, 1.1, 1, 20_000-1)
+			exact := map[insight.By]map[string]int64{insight.ByAdmitted: {}, insight.ByDenied: {}}
+			for i := range decisions {
+				n := tc.periods[i*len(tc.periods)/decisions]
+				key, cost := fmt.Sprint("user-", z.Uint64()), 1+r.Int64N(tc.maxCost)
+				e := observe.Event{Policy: "api", Limit: "per-user", Key: key, Cost: cost, Outcome: observe.Allowed,
+					Decision: floodgate.Decision{Allowed: true, Limit: 1 << 30, Remaining: 1 << 29}}
+				by := insight.ByAdmitted
+				if exact[insight.ByAdmitted][key] >= limit {
+					e.Outcome, e.Decision.Allowed, by = observe.Denied, false, insight.ByDenied
+				}
+				exact[by][key] += cost
+				if r.Int64N(n) == 0 {
+					e.Weight = n
+				} else {
+					e.Untimed = true
+				}
+				at := base.Add(time.Duration(i) * time.Second / perSecond)
+				if tc.system {
+					e.Time = at
+				} else {
+					clock.Set(at)
+				}
+				in.Observe(context.Background(), e)
+			}
+			period := slices.Max(tc.periods)
+			for by, truth := range exact {
+				l, err := in.Top("api", by, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := sum(truth); l.Total != want {
+					t.Errorf("by %s: total %d, want the exact %d (sampled %d)", by, l.Total, want, l.Sampled)
+				}
+				if l.SamplingPeriod != period {
+					t.Errorf("by %s: sampling period %d, want %d", by, l.SamplingPeriod, period)
+				}
+				if len(l.Entries) != 10 {
+					t.Fatalf("by %s: %d entries, want 10", by, len(l.Entries))
+				}
+				for _, e := range l.Entries {
+					x := truth[e.Key]
+					if x < e.Count-e.Error || x > e.Count+e.ErrorAbove {
+						t.Errorf("by %s: key %q counted %d (error %d, above %d), but its true units are %d",
+							by, e.Key, e.Count, e.Error, e.ErrorAbove, x)
+					}
+					if period == 1 && e.ErrorAbove != 0 {
+						t.Errorf("by %s: key %q has error_above %d unsampled, want 0", by, e.Key, e.ErrorAbove)
+					}
+				}
+				t.Logf("by %s: total %d, sampled %d, N %d, max error %d, first %+v", by, l.Total, l.Sampled, l.SamplingPeriod, l.MaxError, l.Entries[0])
+			}
+		})
 	}
 }

@@ -22,6 +22,10 @@ type summary struct {
 	nodes []counter // the counters in use; their memory is kept after reset
 	heap  []slot    // min-heap on count, one slot per counter in use
 	total int64     // the weight of every add since reset: N
+	// The decisions since reset, whatever their weight: exact is their
+	// true units (an untimed one's too), cost the largest of them, and
+	// period the largest Weight of a timed one (1: none was sampled).
+	exact, cost, period int64
 }
 
 // counter is one monitored key; with its slot's count,
@@ -74,6 +78,28 @@ func (s *summary) add(key string, w int64) {
 	s.down(0)
 }
 
+// count counts a decision of key for cost units and weight w (its
+// Weight; 0 when it was untimed): in the exact figures, and in the
+// summary for cost·w units when both are positive.
+func (s *summary) count(key string, cost, w int64) {
+	if cost <= 0 {
+		return
+	}
+	s.exact += cost
+	s.cost = max(s.cost, cost)
+	if w > 0 {
+		s.period = max(s.period, w)
+		s.add(key, cost*w)
+	}
+}
+
+// fold counts in the exact figures the units of untimed decisions
+// counted without the lock, none of which cost more than cost.
+func (s *summary) fold(units, cost int64) {
+	s.exact += units
+	s.cost = max(s.cost, cost)
+}
+
 // floor is the most weight a key that holds no counter can have had: the
 // smallest count once every counter is taken, else 0 (every key seen so
 // far holds one).
@@ -90,7 +116,7 @@ func (s *summary) reset() {
 	clear(s.nodes) // let the keys go
 	s.nodes = s.nodes[:0]
 	s.heap = s.heap[:0]
-	s.total = 0
+	s.total, s.exact, s.cost, s.period = 0, 0, 0, 0
 }
 
 func (s *summary) swap(i, j int) {
@@ -131,6 +157,9 @@ func (s *summary) down(i int) {
 type merged struct {
 	entries []TopEntry // every monitored key, largest count first
 	total   int64      // the weight of the whole stream: N
+	// The summaries' exact figures: exact summed, cost and period their
+	// largest (period at least 1).
+	exact, cost, period int64
 }
 
 // merge combines summaries of disjoint parts of one stream. A key
@@ -144,8 +173,11 @@ func merge(parts []*summary) merged {
 	var m merged
 	var floors int64
 	byKey := make(map[string]*acc)
+	m.period = 1
 	for _, s := range parts {
 		m.total += s.total
+		m.exact += s.exact
+		m.cost, m.period = max(m.cost, s.cost), max(m.period, s.period)
 		f := s.floor()
 		floors += f
 		for _, h := range s.heap {
