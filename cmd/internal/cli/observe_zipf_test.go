@@ -277,18 +277,25 @@ func (kt *keyTally) count(by string) int64 {
 	return kt.admitted
 }
 
-// checkTop reads s's top 10 by by and holds it to the tally: the list
-// covers every unit sent, each entry's true count lies within its error,
-// and at least 9 of the 10 are in the true top 10. Keys tied with the
-// 10th are all the true top 10 (every key denied has admitted the limit).
+// checkTop reads s's top 10 by by and holds it to the tally: the list's
+// total is every unit sent, exactly, each entry's true count lies within
+// its stated errors (count − error to count + error_above: the latter is
+// 0 unless the surface sampled its decisions, which it does above
+// --observe-full-rate, so on a fast machine), and at least 9 of the 10
+// are in the true top 10 (keys tied with the 10th are all in it: every
+// key denied has admitted the limit) or, sampled, within their stated
+// errors of the 10th (of 50,000 requests, 16 keys admit 333, the next 322
+// and 321: sampling ranks them in any order).
 func checkTop(t *testing.T, s zipfSurface, by string, tally map[string]*keyTally) {
 	t.Helper()
 	var top struct {
 		Lists []struct {
-			Total   int64
-			Entries []struct {
+			Total          int64
+			SamplingPeriod int64 `json:"sampling_period"`
+			Entries        []struct {
 				Key          string
 				Count, Error int64
+				ErrorAbove   int64 `json:"error_above"` // above 0 when the counts were sampled
 			}
 		}
 	}
@@ -323,15 +330,17 @@ func checkTop(t *testing.T, s zipfSurface, by string, tally map[string]*keyTally
 	hits := 0
 	for _, e := range list.Entries {
 		c := truth[e.Key]
-		if c < e.Count-e.Error || c > e.Count {
-			t.Errorf("GET %s: %s counted %d (error %d), the generator %d", url, e.Key, e.Count, e.Error, c)
+		if c < e.Count-e.Error || c > e.Count+e.ErrorAbove {
+			t.Errorf("GET %s: %s counted %d (error %d, above %d), the generator %d", url, e.Key, e.Count, e.Error, e.ErrorAbove, c)
 		}
-		if c >= tenth {
+		// Sampled, keys closer than their stated errors cannot be told
+		// apart: one within them of the 10th is as good as the 10th.
+		if c >= tenth || e.ErrorAbove > 0 && c+e.Error+e.ErrorAbove >= tenth {
 			hits++
 		}
 	}
 	recall := float64(hits) / float64(want)
-	t.Logf("top 10 by %s: recall %.2f (the 10th has %d, the first %d of %d units)", by, recall, tenth, counts[0], total)
+	t.Logf("top 10 by %s: recall %.2f (the 10th has %d, the first %d of %d units; sampling period %d)", by, recall, tenth, counts[0], total, list.SamplingPeriod)
 	if recall < 0.9 {
 		t.Errorf("GET %s: recall %.2f of the true top %d, want ≥ 0.9: %+v", url, recall, want, list.Entries)
 	}
