@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -20,9 +21,10 @@ var flagNames = map[string]string{
 
 func newBenchCmd() *cobra.Command {
 	var (
-		cfg    loadgen.Config
-		target string
-		asJSON bool
+		cfg     loadgen.Config
+		target  string
+		asJSON  bool
+		callLog string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -36,8 +38,20 @@ func newBenchCmd() *cobra.Command {
 			"  floodgate bench --target http --addr 127.0.0.1:8080 --limit token_bucket:1000/1s --rate 5000\n" +
 			"  floodgate bench --target gubernator --addr 127.0.0.1:1051 --limit token_bucket:1000000/1m --concurrency 64",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			cfg.Target = loadgen.Target(target)
+			if callLog != "" {
+				f, err := os.Create(callLog)
+				if err != nil {
+					return fmt.Errorf("--call-log: %w", err)
+				}
+				defer func() {
+					if cerr := f.Close(); cerr != nil && err == nil {
+						err = fmt.Errorf("--call-log: %w", cerr)
+					}
+				}()
+				cfg.CallLog = f
+			}
 			report, err := loadgen.Run(cmd.Context(), cfg)
 			var cfgErr *loadgen.ConfigError
 			if errors.As(err, &cfgErr) {
@@ -75,6 +89,8 @@ func newBenchCmd() *cobra.Command {
 	f.Int64Var(&cfg.Cost, "cost", loadgen.DefaultCost, "cost (hits) per call")
 	f.DurationVar(&cfg.Timeout, "timeout", loadgen.DefaultTimeout, "per-call timeout")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringVar(&callLog, "call-log", "", fmt.Sprintf("write every call to this file once the run ends, in the order they started: start (Unix ns), latency (ns), outcome; "+
+		"shows when the slow calls happened (held in memory until the end, at most %d calls)", loadgen.MaxCallLog))
 	return cmd
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,17 @@ func TestBenchReportsBadFlagsByName(t *testing.T) {
 	code := Main(context.Background(), []string{"bench", "--concurrency", "-1"}, &out, &errOut)
 	if code == 0 || !strings.Contains(errOut.String(), "--concurrency") {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// A call log that cannot be written is refused before any call, by its
+// flag's name.
+func TestBenchCallLogMustBeWritable(t *testing.T) {
+	var out, errOut bytes.Buffer
+	path := filepath.Join(t.TempDir(), "no-such-dir", "calls.txt")
+	code := Main(context.Background(), []string{"bench", "--addr", "127.0.0.1:1", "--requests", "1", "--call-log", path}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "--call-log") || strings.Contains(errOut.String(), "calls failed") {
+		t.Fatalf("exit %d, stderr %q; want --call-log refused before any call", code, errOut.String())
 	}
 }
 

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/url"
@@ -87,6 +88,14 @@ type Config struct {
 	Cost int64
 	// Timeout bounds each call (default 5s); a call that exceeds it is an error.
 	Timeout time.Duration
+	// CallLog, when set, receives every call once the run has ended, in
+	// the order the calls started, one line each: its start (Unix ns), its
+	// latency (ns) and its outcome (allowed, denied or error). Where the
+	// percentiles say how slow the slow calls were, the log says when they
+	// were: a pause of the service shows as a burst of slow calls that
+	// started together. The calls are held in memory until the end, up to
+	// MaxCallLog of them.
+	CallLog io.Writer
 }
 
 // ConfigError reports a Config field [Run] cannot use. Field is the name of

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -73,6 +74,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			rng:     rand.New(rand.NewPCG(rand.Uint64(), uint64(i))),
 			counted: p.Requests > 0 || p.Rate > 0,
 		}
+		if p.CallLog != nil {
+			w.log.room = max(1, MaxCallLog/p.Concurrency)
+		}
 		workers[i] = w
 		wg.Go(func() { w.run(ctx, runCtx, s) })
 	}
@@ -98,6 +102,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	rep.Calls = rep.Allowed + rep.Denied + rep.Errors
+	if p.CallLog != nil {
+		logs := make([]*callLog, len(workers))
+		for i, w := range workers {
+			logs[i] = &w.log
+		}
+		if err := writeCallLog(p.CallLog, logs); err != nil {
+			return rep, fmt.Errorf("loadgen: writing the call log: %w", err)
+		}
+	}
 	rep.Min, rep.Max = time.Duration(h.min), time.Duration(h.max)
 	rep.Mean = h.mean()
 	rep.P50, rep.P90, rep.P99 = h.quantile(0.50), h.quantile(0.90), h.quantile(0.99)
@@ -133,6 +146,7 @@ type worker struct {
 
 	allowed, denied, errors int64
 	hist                    histogram
+	log                     callLog
 	firstErr                error
 	firstErrAt              time.Time
 }
@@ -194,6 +208,7 @@ func (w *worker) run(ctx, runCtx context.Context, s *schedule) {
 				return // cut short by the caller, not failed by the service
 			}
 			w.errors++
+			w.log.record(t0, lat, outcomeError)
 			if w.firstErr == nil {
 				w.firstErr, w.firstErrAt = err, time.Now()
 			}
@@ -202,8 +217,10 @@ func (w *worker) run(ctx, runCtx context.Context, s *schedule) {
 		w.hist.record(lat)
 		if allowed {
 			w.allowed++
+			w.log.record(t0, lat, outcomeAllowed)
 		} else {
 			w.denied++
+			w.log.record(t0, lat, outcomeDenied)
 		}
 	}
 }
