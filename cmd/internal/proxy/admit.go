@@ -46,6 +46,7 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, route *policy.Rout
 		return admitted{}, false
 	}
 	v := verdictOf(resp)
+	resp.Release() // the verdict copied what it keeps
 	if !v.allowed {
 		p.deny(w, v)
 		return admitted{}, false
