@@ -92,5 +92,6 @@ func (s *Server) handleAdjust(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	defer resp.Release() // statusesOf copies from it
 	writeJSON(w, http.StatusOK, adjustResponse{Descriptors: statusesOf(resp)})
 }

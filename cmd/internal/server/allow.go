@@ -262,6 +262,7 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	defer resp.Release() // what follows copies from it
 	out := allowResponse{Allowed: resp.Code == engine.OK || s.opts.Modes.Shadow, Descriptors: statusesOf(resp)}
 	var enforced []floodgate.Decision
 	var quotas []headers.Quota
