@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate-io/floodgate/adaptive"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
 // The overload experiment of issue 17, on real listeners: an upstream
@@ -62,6 +63,7 @@ func classOf(i int) adaptive.Priority {
 type overloadResult struct {
 	elapsed   time.Duration
 	latencies []time.Duration // of the requests served (200)
+	from, to  time.Time       // the counted interval
 	sent      [3]int          // by class
 	served    [3]int
 	shed      [3]int // 503
@@ -136,7 +138,7 @@ func driveOverload(t *testing.T, url string, workers int, d time.Duration) overl
 		})
 	}
 	wg.Wait()
-	res.elapsed = d - overloadWarmUp
+	res.elapsed, res.from, res.to = d-overloadWarmUp, from, end
 	return res
 }
 
@@ -150,13 +152,20 @@ func overloadRun(t *testing.T, load int, d time.Duration, args ...string) overlo
 }
 
 // TestProxyOverload: at 3x the upstream's capacity, --concurrency
-// adaptive keeps the p99 of served requests within 4 service times (an
-// allowance of about 2x over the issue's 3x-unloaded goal, for a busy
-// 2-core machine under -race; the run without a limit sits at 3 service
-// times and more by construction), serves ≥ 95% of critical requests, and
-// sheds sheddable ones first; without it every request is served, late:
-// its p99 is at least 2 service times and grows with the load.
+// adaptive keeps the p99 of served requests within 4 service times (the
+// issue's goal is 3x the unloaded p99, itself a service time and the
+// proxy's overhead; the allowance is for -race), serves ≥ 95% of critical
+// requests, and sheds sheddable ones first; without it every request is
+// served, late: its p99 is at least 2 service times and grows with the
+// load.
+//
+// The p99 bound allows, beyond timing.Slack, the longest the process stood
+// still during the run, as a timing.Probe measured it: a busy machine that
+// does not run this process (load generator, proxy and upstream alike) for
+// 50 ms delays every request then in flight, a tenth of those counted,
+// by as much, which says nothing about the limiter.
 func TestProxyOverload(t *testing.T) {
+	probe := timing.StartProbe(t)
 	long := os.Getenv("FLOODGATE_OVERLOAD") == "1"
 	d, loads := overloadShort, []int{3}
 	if long {
@@ -167,13 +176,15 @@ func TestProxyOverload(t *testing.T) {
 		bare := overloadRun(t, load, d)
 		t.Logf("%dx capacity, no limit:           %v", load, bare)
 		adapt := overloadRun(t, load, d, "--concurrency", "adaptive")
-		t.Logf("%dx capacity, --concurrency adaptive: %v", load, adapt)
+		stall := probe.Measure(adapt.from, adapt.to).Stall
+		t.Logf("%dx capacity, --concurrency adaptive: %v; the process stood still for at most %v", load, adapt, stall.Round(time.Millisecond))
 		if got := bare.p(0.99); got < 2*overloadService {
 			t.Errorf("%dx, no limit: p99 %v, want ≥ %v (the upstream's queue)", load, got, 2*overloadService)
 		}
 		unlimited = append(unlimited, bare.p(0.99))
-		if got := adapt.p(0.99); got > 4*overloadService {
-			t.Errorf("%dx, adaptive: p99 of served requests %v, want ≤ %v", load, got, 4*overloadService)
+		if got := adapt.p(0.99); got > 4*overloadService+stall+timing.Slack {
+			t.Errorf("%dx, adaptive: p99 of served requests %v, want ≤ %v + the longest stall %v + %v; %v",
+				load, got, 4*overloadService, stall, timing.Slack, probe)
 		}
 		if got := adapt.ratio(adapt.served, adaptive.Critical); got < 0.95 {
 			t.Errorf("%dx, adaptive: %.3f of critical requests served, want ≥ 0.95", load, got)

@@ -212,6 +212,7 @@ func (p *Probe) Watch(pid func() int) {
 // Lateness is what a Probe measured over an interval (see Probe).
 type Lateness struct {
 	Timers     time.Duration // the timer goroutine's wake-ups, summed
+	Stall      time.Duration // the latest single wake-up: the longest the process stood still
 	Goroutines time.Duration // the longest a goroutine waited to run
 	Thread     time.Duration // the longest one thread waited for a CPU
 	Threads    time.Duration // all threads' waits for a CPU, summed
@@ -233,8 +234,8 @@ func (l Lateness) Chain() time.Duration {
 
 func (l Lateness) String() string {
 	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
-	return fmt.Sprintf("%v, %v along a chain (timers %v, goroutines %v, a thread %v of all threads' %v, watched %v, softirq %v)",
-		r(l.Total()), r(l.Chain()), r(l.Timers), r(l.Goroutines), r(l.Thread), r(l.Threads), r(l.Watched), r(l.Kernel))
+	return fmt.Sprintf("%v, %v along a chain (timers %v, the longest stall %v, goroutines %v, a thread %v of all threads' %v, watched %v, softirq %v)",
+		r(l.Total()), r(l.Chain()), r(l.Timers), r(l.Stall), r(l.Goroutines), r(l.Thread), r(l.Threads), r(l.Watched), r(l.Kernel))
 }
 
 // Late returns how late this process (and the watched one) ran during
@@ -250,10 +251,10 @@ func (p *Probe) Measure(from, to time.Time) Lateness {
 	// after from, and those after it that began by to.
 	i := sort.Search(len(p.wakes), func(i int) bool { return !p.wakes[i].Before(from) })
 	for ; i < len(p.wakes) && !p.asleep(i).After(to); i++ {
-		l.Timers += max(0, p.wakes[i].Sub(p.asleep(i))-p.tick)
+		l.addWake(p.wakes[i].Sub(p.asleep(i)) - p.tick)
 	}
 	if i == len(p.wakes) && !p.stopped { // the sleep in progress
-		l.Timers += max(0, time.Since(p.asleep(i))-p.tick)
+		l.addWake(time.Since(p.asleep(i)) - p.tick)
 	}
 	if len(p.samples) == 0 {
 		return l
@@ -271,6 +272,14 @@ func (p *Probe) Measure(from, to time.Time) Lateness {
 	}
 	l.Thread, l.Threads = threadWaitsSince(p.samples[a].threads, p.samples[b].threads)
 	return l
+}
+
+// addWake counts one of the timer goroutine's wake-ups that came late
+// by late.
+func (l *Lateness) addWake(late time.Duration) {
+	late = max(0, late)
+	l.Timers += late
+	l.Stall = max(l.Stall, late)
 }
 
 // asleep is when the sleep that ended with wake-up i began.

@@ -45,7 +45,7 @@ func TestProbe(t *testing.T) {
 	// is recorded.
 	p.Stop()
 	l := p.Measure(from, to)
-	if l.Timers < 0 || l.Goroutines < 0 || l.Thread < 0 || l.Threads < l.Thread || l.Watched != 0 {
+	if l.Timers < 0 || l.Stall < 0 || l.Stall > l.Timers || l.Goroutines < 0 || l.Thread < 0 || l.Threads < l.Thread || l.Watched != 0 {
 		t.Fatalf("Measure = %v", l)
 	}
 	if p.Late(from, to) != l.Total() || l.Chain() < l.Total() { // a chain counts every thread's waits
@@ -63,5 +63,29 @@ func TestProbe(t *testing.T) {
 	}
 	if s := fmt.Sprint(p.Measure(from, to)); !strings.Contains(s, "timers") {
 		t.Errorf("after Stop, Measure = %q", s)
+	}
+}
+
+// TestStallIsTheLatestWakeUp: Timers sums how late every wake-up came,
+// Stall is the latest single one, over the wake-ups of the interval only.
+func TestStallIsTheLatestWakeUp(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	p := &Probe{tick: time.Millisecond, start: t0, stopped: true,
+		// late by 0, 0, 7 ms, 0, 2 ms, 0
+		wakes: []time.Time{at(1), at(2), at(10), at(11), at(14), at(15)}}
+	for _, c := range []struct {
+		from, to      int
+		timers, stall time.Duration
+	}{
+		{0, 15, 9 * time.Millisecond, 7 * time.Millisecond},
+		{11, 15, 2 * time.Millisecond, 2 * time.Millisecond},
+		{0, 1, 0, 0},
+		{3, 9, 7 * time.Millisecond, 7 * time.Millisecond}, // inside the long sleep
+	} {
+		l := p.Measure(at(c.from), at(c.to))
+		if l.Timers != c.timers || l.Stall != c.stall {
+			t.Errorf("Measure(%d ms, %d ms): timers %v, stall %v; want %v, %v", c.from, c.to, l.Timers, l.Stall, c.timers, c.stall)
+		}
 	}
 }
