@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,6 +25,18 @@ import (
 // single-request script would: group commit. A lone caller is sent at
 // once; under load the batches grow by themselves with the wait, so no
 // request ever waits for a timer to be sent.
+//
+// A caller does not take its batch itself: it asks a sender for one, and
+// the sender takes what has gathered by the time it runs. Under load the
+// sender first yields: a server's handlers are woken together (a read of
+// the connection brings several requests), and the runtime runs the
+// goroutine a handler wakes before the handlers woken earlier, so without
+// the yield each handler's request would leave alone, one call to Redis
+// and one write each. Measured behind floodgate serve at 64 callers on 2
+// cores: about 11 requests a call instead of 3.5, half the writes and a
+// fifth less of Redis's CPU per decision. A lone caller's sender does not
+// yield: nothing else is waiting to run, and the yield would cost it a
+// trip through the runtime's global queue.
 //
 // A batch is always sent by a goroutine of its own, never by a caller: each
 // caller waits for its own request's answer in a select with its own
@@ -88,8 +101,9 @@ type batcher struct {
 	script *rueidis.Lua
 	mu     sync.Mutex
 	queue  []*pending
-	flying int
-	last   int // the size of the last batch taken
+	flying int  // batches on the wire, and the sender asked for one (armed)
+	last   int  // the size of the last batch taken
+	armed  bool // a sender has been asked for the next batch and has not taken it yet
 }
 
 // slotBatchers are a cluster slot's batchers, one per algorithm.
@@ -129,13 +143,15 @@ func (b *batcher) decide(ctx context.Context, key string, c *compiled, cost int6
 	p.ctx = b.l.callerContext(ctx)
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
-	var batch []*pending
-	if b.flying < b.inFlightLimit() {
-		batch = b.take()
+	arm := !b.armed && b.flying < b.inFlightLimit()
+	if arm {
+		b.armed = true
+		b.flying++ // the sender's batch, counted from now so that no other is asked for
 	}
+	yield := b.last > 1
 	b.mu.Unlock()
-	if batch != nil {
-		b.l.dispatch(b, batch)
+	if arm {
+		b.l.dispatch(job{b: b, yield: yield})
 	}
 	return b.l.wait(ctx, p)
 }
@@ -266,23 +282,25 @@ func (b *batcher) take() []*pending {
 	return batch
 }
 
-// job is a batch to send, and its batcher.
+// job is what a sender is asked to do: take a batch of b and send it,
+// after yielding if asked to; or, without b, run a call.
 type job struct {
 	b     *batcher
-	batch []*pending
+	yield bool
+	call  *pending
 }
 
 // senderIdle is how long a sender waits for another batch before it ends.
 const senderIdle = time.Second
 
-// dispatch hands a batch to an idle sender, or starts one: senders are
+// dispatch hands a job to an idle sender, or starts one: senders are
 // reused, so that sending a batch costs no goroutine and no allocation
 // once there are as many as batches in flight.
-func (l *Limiter) dispatch(b *batcher, batch []*pending) {
+func (l *Limiter) dispatch(j job) {
 	select {
-	case l.work <- job{b, batch}:
+	case l.work <- j:
 	default:
-		go l.sender(job{b, batch})
+		go l.sender(j)
 	}
 }
 
@@ -293,9 +311,9 @@ func (l *Limiter) sender(j job) {
 	defer idle.Stop()
 	for {
 		if j.b != nil {
-			j.b.run(j.batch)
+			j.b.run(j.b.takeArmed(j.yield))
 		} else {
-			l.runCall(j.batch[0])
+			l.runCall(j.call)
 		}
 		idle.Reset(senderIdle)
 		select {
@@ -321,8 +339,7 @@ func (l *Limiter) do(ctx context.Context, key string, call func(context.Context,
 	p.key, p.call = key, call
 	p.deadline, p.callers = l.deadline(ctx)
 	p.ctx = l.callerContext(ctx)
-	p.alone[0] = p
-	l.dispatch(nil, p.alone[:])
+	l.dispatch(job{call: p})
 	_, err := l.wait(ctx, p)
 	return err
 }
@@ -333,6 +350,24 @@ func (l *Limiter) runCall(p *pending) {
 	p.err = p.call(ctx, p)
 	cancel()
 	l.answer(p)
+}
+
+// takeArmed takes the batch a sender was asked for (see decide), once the
+// goroutines already runnable have run if yield is set: their requests
+// join it. It returns nil when another sender, done with its own batch,
+// has taken them all.
+func (b *batcher) takeArmed(yield bool) []*pending {
+	if b.l.beforeTake != nil {
+		b.l.beforeTake(yield)
+	}
+	if yield {
+		runtime.Gosched()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.armed = false
+	b.flying-- // take counts the batch it takes
+	return b.take()
 }
 
 // run sends batches until the queue is empty.

@@ -142,6 +142,8 @@ type Limiter struct {
 	work      chan job                         // batches handed to idle senders
 	closed    chan struct{}                    // closed by Close: idle senders end
 	closeOnce sync.Once
+
+	beforeTake func(yield bool) // test hook: a sender is about to take the batch it was asked for
 }
 
 // New connects to Redis. It fails if no address answers within
