@@ -78,6 +78,21 @@ func TestBenchReportsBadFlagsByName(t *testing.T) {
 	}
 }
 
+// bench keeps its collector's heap goal at a floor too (its own pauses
+// would read as the service's latency); a bad floor is refused by name.
+func TestBenchHeapFloorIsAFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), []string{"bench", "--gc-heap-floor-mib", "lots"}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), `"lots" for "--gc-heap-floor-mib"`) {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+	errOut.Reset()
+	code = Main(context.Background(), []string{"bench", "--help"}, &out, &errOut)
+	if code != 0 || !strings.Contains(out.String(), "--gc-heap-floor-mib int") || !strings.Contains(out.String(), "(default 128)") {
+		t.Fatalf("exit %d, help %q", code, out.String())
+	}
+}
+
 // A call log that cannot be written is refused before any call, by its
 // flag's name.
 func TestBenchCallLogMustBeWritable(t *testing.T) {

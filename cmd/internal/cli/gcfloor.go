@@ -33,10 +33,14 @@ func (g *gcFloorFlag) Set(s string) error {
 }
 
 func (g *gcFloorFlag) register(fl *pflag.FlagSet) {
+	g.registerFor(fl, "fewer collections for a service that keeps little and allocates per request")
+}
+
+// registerFor registers the flag with why a floor helps this command.
+func (g *gcFloorFlag) registerFor(fl *pflag.FlagSet, why string) {
 	g.mib = defaultGCFloorMiB
 	fl.Var(g, "gc-heap-floor-mib", "the heap the garbage collector may grow to before it collects, however little is live, in MiB "+
-		"(0: Go's default, GOGC alone): fewer collections for a service that keeps little and allocates per request; "+
-		"GOGC and GOMEMLIMIT still apply")
+		"(0: Go's default, GOGC alone): "+why+"; GOGC and GOMEMLIMIT still apply")
 }
 
 // start applies the floor until the returned stop is called.
