@@ -52,6 +52,7 @@ func (t *grpcTransport) close() {
 
 type grpcClient struct {
 	conn    *h2Slot
+	caller  h2Caller
 	req     rlsRequest // its value rewritten per call
 	resp    rlsAnswer
 	timeout time.Duration
@@ -59,9 +60,7 @@ type grpcClient struct {
 
 func (c *grpcClient) call(ctx context.Context, key int) (bool, error) {
 	c.req.value = strconv.AppendInt(c.req.value[:0], int64(key), 10)
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	err := c.conn.invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, &c.req, &c.resp)
-	cancel()
+	err := c.caller.invoke(ctx, c.conn, c.timeout, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, &c.req, &c.resp)
 	if err != nil {
 		return false, err
 	}

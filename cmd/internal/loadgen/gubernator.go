@@ -226,6 +226,7 @@ func (t *gubernatorTransport) client(worker int) client {
 
 type gubernatorClient struct {
 	conn    *h2Slot
+	caller  h2Caller
 	req     guberRequest
 	prefix  int // len("DescriptorKey:"), the start of the value in req.uniqueKey
 	resp    guberResponse
@@ -237,9 +238,7 @@ type gubernatorClient struct {
 // is an error.
 func (c *gubernatorClient) call(ctx context.Context, key int) (bool, error) {
 	c.req.uniqueKey = strconv.AppendInt(c.req.uniqueKey[:c.prefix], int64(key), 10)
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	err := c.conn.invoke(ctx, gubernatorMethod, &c.req, &c.resp)
-	cancel()
+	err := c.caller.invoke(ctx, c.conn, c.timeout, gubernatorMethod, &c.req, &c.resp)
 	if err != nil {
 		return false, err
 	}

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -125,6 +126,71 @@ func TestH2ConnCalls(t *testing.T) {
 	}
 }
 
+// A caller reuses its call's memory from call to call, and each answer is
+// still its own: an OK after a longer OVER_LIMIT answer, a status error, a
+// call that misses its timeout (whose memory the reader may still hold, so
+// it is not reused) and the calls after it; 16 callers at once, each with
+// its own h2Caller, keep theirs apart.
+func TestH2CallerReusesItsCall(t *testing.T) {
+	lis := listen(t)
+	serveH2(t, lis)
+	s := &h2Slot{addr: lis.Addr().String(), timeout: timing.Patience}
+	defer s.close()
+	call := func(k *h2Caller, v string, timeout time.Duration) (uint64, error) {
+		req := rlsRequest{domain: "d", key: "k", value: []byte(v)}
+		var a rlsAnswer
+		err := k.invoke(t.Context(), s, timeout, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, &req, &a)
+		return a.code, err
+	}
+	var k h2Caller
+	for i, step := range []struct {
+		value   string
+		timeout time.Duration
+		code    uint64
+		status  codes.Code
+	}{
+		{"2", timing.Patience, 2, codes.OK},
+		{"1", timing.Patience, 1, codes.OK},
+		{"fail", timing.Patience, 0, codes.ResourceExhausted},
+		{"1", timing.Patience, 1, codes.OK},
+		{"hang", 20 * time.Millisecond, 0, codes.DeadlineExceeded},
+		{"2", timing.Patience, 2, codes.OK},
+		{"1", timing.Patience, 1, codes.OK},
+	} {
+		before := k.call
+		code, err := call(&k, step.value, step.timeout)
+		if status.Code(err) != step.status || code != step.code {
+			t.Fatalf("call %d (%s): code %d, %v; want code %d, %v", i, step.value, code, err, step.code, step.status)
+		}
+		if i > 0 && step.status != codes.DeadlineExceeded && before != nil && k.call != before {
+			t.Errorf("call %d (%s): a new h2Call, want the previous one reused", i, step.value)
+		}
+		if step.status == codes.DeadlineExceeded && k.call != nil {
+			t.Errorf("call %d: the h2Call of a call that missed its deadline is kept for the next", i)
+		}
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Go(func() {
+			var k h2Caller
+			for i := range 250 {
+				v := []string{"1", "2"}[(w+i)%2]
+				if code, err := call(&k, v, timing.Patience); err != nil || code != uint64(v[0]-'0') {
+					errs <- fmt.Errorf("caller %d, call %d (%s): code %d, %v", w, i, v, code, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
 // When the server goes away, calls fail with Unavailable, at once; when it
 // is back, the slot dials again and calls go through.
 func TestH2SlotRedials(t *testing.T) {
@@ -184,23 +250,20 @@ func TestGRPCTimeout(t *testing.T) {
 // deadline (the server's own grpc-timeout fired first); any other reset
 // is the server's doing.
 func TestStreamResetAtTheDeadline(t *testing.T) {
-	past, cancelPast := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
-	defer cancelPast()
-	future, cancelFuture := context.WithTimeout(context.Background(), time.Hour)
-	defer cancelFuture()
+	past, future := time.Now().Add(-time.Millisecond), time.Now().Add(time.Hour)
 	for _, tc := range []struct {
-		name string
-		ctx  context.Context
-		err  error
-		want codes.Code
+		name     string
+		deadline time.Time
+		err      error
+		want     codes.Code
 	}{
 		{"cancelled past the deadline", past, &streamReset{code: http2.ErrCodeCancel}, codes.DeadlineExceeded},
 		{"cancelled before the deadline", future, &streamReset{code: http2.ErrCodeCancel}, codes.Unavailable},
-		{"cancelled without a deadline", context.Background(), &streamReset{code: http2.ErrCodeCancel}, codes.Unavailable},
+		{"cancelled without a deadline", time.Time{}, &streamReset{code: http2.ErrCodeCancel}, codes.Unavailable},
 		{"refused past the deadline", past, &streamReset{code: http2.ErrCodeRefusedStream}, codes.Unavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := deadlineReset(tc.ctx, tc.err)
+			err := deadlineReset(tc.deadline, tc.err)
 			if err == nil {
 				err = tc.err
 			}
