@@ -34,10 +34,11 @@ import (
 // the yield each handler's request would leave alone, one call to Redis
 // and one write each. Measured behind floodgate serve at 64 callers on 2
 // cores: about 6 requests a call instead of 3.5 (10 instead of 4.5 with
-// the service on one core), half the writes, and 15–25% less of Redis's
-// CPU per decision. A lone caller's sender does not yield: nothing else
-// is waiting to run, and the yield would cost it a trip through the
-// runtime's global queue (15–25% of a lone caller's rate, measured).
+// the service on one core), a third to a half fewer writes, and 15–25%
+// less of Redis's CPU per decision. A lone caller's sender does not
+// yield: nothing else is waiting to run, and the yield would cost it a
+// trip through the runtime's global queue (6–24% of a lone caller's
+// rate, measured).
 //
 // A batch is always sent by a goroutine of its own, never by a caller: each
 // caller waits for its own request's answer in a select with its own
