@@ -49,13 +49,15 @@ type h2Conn struct {
 
 	// wmu serializes writes: frames, and the header encoder, whose state
 	// is the connection's.
-	wmu   sync.Mutex
-	bw    *bufio.Writer
-	wfr   *http2.Framer
-	henc  *hpack.Encoder
-	hbuf  bytes.Buffer
-	dirty bool          // the buffer holds frames to flush (under wmu)
-	flush chan struct{} // wakes the flusher; buffered, 1
+	wmu    sync.Mutex
+	bw     *bufio.Writer
+	wfr    *http2.Framer
+	henc   *hpack.Encoder
+	hbuf   bytes.Buffer
+	hkept  keptHeaders   // a header block sent again as is (under wmu)
+	hblock []byte        // the block being sent (under wmu)
+	dirty  bool          // the buffer holds frames to flush (under wmu)
+	flush  chan struct{} // wakes the flusher; buffered, 1
 
 	mu        sync.Mutex
 	cond      *sync.Cond // waits for send window, a stream slot, or the end
@@ -67,6 +69,8 @@ type h2Conn struct {
 	err       error  // why the connection ended; nil while it serves
 
 	unacked int64 // bytes received since the last WINDOW_UPDATE (reader only)
+	hdec    *hpack.Decoder
+	hdr     answerHeaders // the header block being read (reader only)
 	ended   atomic.Bool
 	done    chan struct{}
 }
@@ -135,8 +139,9 @@ func dialH2(ctx context.Context, addr string) (*h2Conn, error) {
 	c.wfr = http2.NewFramer(c.bw, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	rfr := http2.NewFramer(nil, bufio.NewReaderSize(nc, 32<<10))
-	rfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	rfr.MaxHeaderListSize = 1 << 20
+	rfr.SetReuseFrames() // frame is done with a frame before the next is read
+	c.hdec = hpack.NewDecoder(h2HeaderTable, c.header)
+	c.hdec.SetMaxStringLength(h2MaxHeaderList)
 	_, err = c.bw.WriteString(http2.ClientPreface)
 	if err == nil {
 		err = c.wfr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: h2Window},
@@ -295,19 +300,12 @@ func (c *h2Conn) send(deadline time.Time, call *h2Call, method string, msg []byt
 	c.nextID += 2
 	c.calls[id] = call
 	c.mu.Unlock()
-	c.hbuf.Reset()
-	for _, f := range [...]hpack.HeaderField{
-		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: method}, {Name: ":authority", Value: c.authority},
-		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
-		{Name: "user-agent", Value: userAgent},
-	} {
-		c.henc.WriteField(f)
-	}
+	block := append(c.hblock[:0], c.requestHeaders(method)...)
 	if !deadline.IsZero() {
-		c.henc.WriteField(hpack.HeaderField{Name: "grpc-timeout", Value: grpcTimeout(time.Until(deadline))})
+		block = appendTimeoutField(block, time.Until(deadline))
 	}
-	err := c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndHeaders: true})
+	c.hblock = block
+	err := c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true})
 	if err == nil {
 		err = c.wfr.WriteData(id, true, msg)
 	}
@@ -325,21 +323,75 @@ func (c *h2Conn) send(deadline time.Time, call *h2Call, method string, msg []byt
 	return id, err
 }
 
-// grpcTimeout is d as gRPC's grpc-timeout header: at most 8 digits and a
-// unit, rounded up.
-func grpcTimeout(d time.Duration) string {
+// keptHeaders is the header block of a method's calls, without the
+// deadline, once it is made only of references to the server's table.
+type keptHeaders struct {
+	method string
+	block  []byte // nil: none kept
+}
+
+// requestHeaders is the header block of a call of method, without its
+// deadline (which send appends). The first call of a method on a
+// connection adds its fields to the server's HPACK table; from the next
+// call on, the encoder writes only references to them, and a block of
+// references leaves the table as it was: that block is kept and sent as
+// is from then on, with no encoding (the encoder's table searches were a
+// tenth of the load generator's CPU). Only the encoder changes the table,
+// so the kept block holds until it is called again: for another method, or
+// after the server has resized its table (settings).
+func (c *h2Conn) requestHeaders(method string) []byte {
+	if c.hkept.block != nil && c.hkept.method == method {
+		return c.hkept.block
+	}
+	c.hbuf.Reset()
+	refs := true
+	for _, f := range [...]hpack.HeaderField{
+		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: method}, {Name: ":authority", Value: c.authority},
+		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+		{Name: "user-agent", Value: userAgent},
+	} {
+		n := c.hbuf.Len()
+		c.henc.WriteField(f)
+		refs = refs && c.hbuf.Bytes()[n]&0x80 != 0 // an indexed field (RFC 7541, 6.1)
+	}
+	c.hkept = keptHeaders{}
+	if refs {
+		c.hkept = keptHeaders{method: method, block: bytes.Clone(c.hbuf.Bytes())}
+	}
+	return c.hbuf.Bytes()
+}
+
+// appendTimeoutField appends the grpc-timeout field of d as a literal
+// that the server does not add to its table (RFC 7541, 6.2.2: a new
+// name, then the value, neither Huffman-coded). Each call's timeout
+// differs: added to the table, it would push the other fields out of it,
+// and the next call's block would be another.
+func appendTimeoutField(dst []byte, d time.Duration) []byte {
+	const name = "grpc-timeout"
+	dst = append(dst, 0, byte(len(name)))
+	dst = append(dst, name...)
+	n := len(dst)
+	dst = appendGRPCTimeout(append(dst, 0), d) // at most 9 bytes: the length fits the byte
+	dst[n] = byte(len(dst) - n - 1)
+	return dst
+}
+
+// appendGRPCTimeout appends d as gRPC's grpc-timeout header: at most 8
+// digits and a unit, rounded up.
+func appendGRPCTimeout(dst []byte, d time.Duration) []byte {
 	if d <= 0 {
-		return "1n"
+		return append(dst, "1n"...)
 	}
 	for _, u := range [...]struct {
-		unit string
+		unit byte
 		d    time.Duration
-	}{{"n", time.Nanosecond}, {"u", time.Microsecond}, {"m", time.Millisecond}, {"S", time.Second}, {"M", time.Minute}} {
+	}{{'n', time.Nanosecond}, {'u', time.Microsecond}, {'m', time.Millisecond}, {'S', time.Second}, {'M', time.Minute}} {
 		if n := (d + u.d - 1) / u.d; n < 1e8 {
-			return strconv.FormatInt(int64(n), 10) + u.unit
+			return append(strconv.AppendInt(dst, int64(n), 10), u.unit)
 		}
 	}
-	return strconv.FormatInt(int64(d/time.Hour)+1, 10) + "H"
+	return append(strconv.AppendInt(dst, int64(d/time.Hour)+1, 10), 'H')
 }
 
 // cancel resets a stream whose caller left.
@@ -423,8 +475,11 @@ func (c *h2Conn) frame(f http2.Frame) error {
 			c.cond.Broadcast()
 			c.mu.Unlock()
 		}
-	case *http2.MetaHeadersFrame:
-		c.headers(f)
+	case *http2.HeadersFrame:
+		c.hdr = answerHeaders{stream: f.StreamID, ended: f.StreamEnded()}
+		return c.headerFragment(f.HeaderBlockFragment(), f.HeadersEnded())
+	case *http2.ContinuationFrame: // the framer checks that it continues c.hdr's block
+		return c.headerFragment(f.HeaderBlockFragment(), f.HeadersEnded())
 	case *http2.DataFrame:
 		return c.data(f)
 	case *http2.RSTStreamFrame:
@@ -448,7 +503,16 @@ func (c *h2Conn) settings(f *http2.SettingsFrame) error {
 	// SETTINGS_INITIAL_WINDOW_SIZE bounds each stream's sending: a call
 	// sends one small message, far below the smallest window HTTP/2 allows
 	// a server to set that still lets gRPC work, so it is not tracked.
-	return c.write(func() error { return c.wfr.WriteSettingsAck() })
+	return c.write(func() error {
+		if v, ok := f.Value(http2.SettingHeaderTableSize); ok {
+			// The encoder's table follows the server's, back up to
+			// HPACK's initial size too; the next block starts by saying so.
+			c.henc.SetMaxDynamicTableSizeLimit(v)
+			c.henc.SetMaxDynamicTableSize(min(v, h2HeaderTable))
+			c.hkept = keptHeaders{}
+		}
+		return c.wfr.WriteSettingsAck()
+	})
 }
 
 // write writes one control frame and flushes.
@@ -468,32 +532,81 @@ func (c *h2Conn) call(id uint32) *h2Call {
 	return c.calls[id]
 }
 
-func (c *h2Conn) headers(f *http2.MetaHeadersFrame) {
-	call := c.call(f.StreamID)
+// answerHeaders is what the reader keeps of the header block it is
+// decoding: the fields a call's answer needs.
+type answerHeaders struct {
+	stream    uint32
+	ended     bool // the block ends its stream
+	status    int  // :status, if hasStatus
+	hasStatus bool
+	code      string // grpc-status, if hasCode
+	hasCode   bool
+	msg       string // grpc-message
+	size      uint32 // the block's size as HTTP/2 counts it (RFC 9113, 6.5.2)
+}
+
+// h2HeaderTable is the size of HPACK's table that h2Conn's encoder uses
+// at most, and its decoder allows the server: HPACK's initial size.
+const h2HeaderTable = 4096
+
+// h2MaxHeaderList is the largest header block the reader accepts.
+const h2MaxHeaderList = 1 << 20
+
+// headerFragment decodes the next piece of the header block in c.hdr, and
+// when it is the last, gives the block to its call. Decoding happens here
+// rather than in the framer (ReadMetaHeaders), which builds a frame and a
+// list of every field for each block: the reader needs three fields.
+func (c *h2Conn) headerFragment(p []byte, last bool) error {
+	if _, err := c.hdec.Write(p); err != nil {
+		return fmt.Errorf("loadgen: decoding the headers of stream %d: %w", c.hdr.stream, err)
+	}
+	if c.hdr.size > h2MaxHeaderList {
+		return fmt.Errorf("loadgen: the headers of stream %d exceed %d bytes", c.hdr.stream, h2MaxHeaderList)
+	}
+	if !last {
+		return nil
+	}
+	if err := c.hdec.Close(); err != nil {
+		return fmt.Errorf("loadgen: decoding the headers of stream %d: %w", c.hdr.stream, err)
+	}
+	c.headers(&c.hdr)
+	return nil
+}
+
+// header is the decoder's: it takes one field of the block in c.hdr.
+func (c *h2Conn) header(f hpack.HeaderField) {
+	h := &c.hdr
+	h.size += f.Size()
+	switch f.Name {
+	case ":status":
+		h.status, _ = strconv.Atoi(f.Value)
+		h.hasStatus = true
+	case "grpc-status":
+		h.code, h.hasCode = f.Value, true
+	case "grpc-message":
+		h.msg = f.Value
+	}
+}
+
+// headers gives a call what a header block (its answer's headers, or
+// trailers) says.
+func (c *h2Conn) headers(h *answerHeaders) {
+	call := c.call(h.stream)
 	if call == nil {
 		return
 	}
-	if s := f.PseudoValue("status"); s != "" {
-		call.status, _ = strconv.Atoi(s)
+	if h.hasStatus {
+		call.status = h.status
 	}
-	var code, msg string
-	for _, hf := range f.RegularFields() {
-		switch hf.Name {
-		case "grpc-status":
-			code = hf.Value
-		case "grpc-message":
-			msg = hf.Value
-		}
-	}
-	if code != "" {
-		n, err := strconv.Atoi(code)
+	if h.hasCode {
+		n, err := strconv.Atoi(h.code)
 		if err != nil {
 			n = int(codes.Unknown)
 		}
-		call.hasGRPC, call.grpcCode, call.grpcMsg = true, codes.Code(n), msg
+		call.hasGRPC, call.grpcCode, call.grpcMsg = true, codes.Code(n), h.msg
 	}
-	if f.StreamEnded() {
-		c.finish(f.StreamID, nil)
+	if h.ended {
+		c.finish(h.stream, nil)
 	}
 }
 

@@ -1,16 +1,22 @@
 package loadgen
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -33,12 +39,19 @@ func (h2Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		return nil, status.FromContextError(ctx.Err()).Err()
 	case "fail":
 		return nil, status.Error(codes.ResourceExhausted, "no more 100% sure")
+	case "long":
+		return nil, status.Error(codes.ResourceExhausted, longMessage)
 	case "2":
 		return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OVER_LIMIT, Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{}}}, nil
 	default:
 		return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}, nil
 	}
 }
+
+// longMessage is the message of the value "long": 40,000 bytes, more
+// than an HTTP/2 frame holds, so that the trailers come as HEADERS and
+// CONTINUATION frames.
+var longMessage = strings.Repeat("0123456789", 4000)
 
 // serveH2 serves h2Service with opts on lis until the test ends; stop
 // stops it early.
@@ -231,18 +244,153 @@ func TestH2SlotRedials(t *testing.T) {
 	}
 }
 
-// grpc-timeout is the smallest unit that holds the time in 8 digits.
+// grpc-timeout is the smallest unit that holds the time in 8 digits, and
+// its field is a literal the server does not add to its table.
 func TestGRPCTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		d    time.Duration
 		want string
 	}{
 		{0, "1n"}, {time.Nanosecond, "1n"}, {1500 * time.Microsecond, "1500000n"}, {time.Second, "1000000u"},
-		{200 * time.Second, "200000m"}, {100 * time.Hour, "360000S"},
+		{200 * time.Second, "200000m"}, {100 * time.Hour, "360000S"}, {-time.Second, "1n"},
 	} {
-		if got := grpcTimeout(tc.d); got != tc.want {
-			t.Errorf("grpcTimeout(%s) = %s, want %s", tc.d, got, tc.want)
+		if got := string(appendGRPCTimeout(nil, tc.d)); got != tc.want {
+			t.Errorf("appendGRPCTimeout(%s) = %s, want %s", tc.d, got, tc.want)
 		}
+		field := appendTimeoutField(nil, tc.d)
+		if field[0] != 0 { // RFC 7541, 6.2.2
+			t.Errorf("the field of %s starts with %#x, want 0 (a literal without indexing, a new name)", tc.d, field[0])
+		}
+		got, err := hpack.NewDecoder(4096, nil).DecodeFull(field)
+		if want := []hpack.HeaderField{{Name: "grpc-timeout", Value: tc.want}}; err != nil || !slices.Equal(got, want) {
+			t.Errorf("the field of %s decodes to %v, %v; want %v", tc.d, got, err, want)
+		}
+	}
+}
+
+// The header blocks h2Conn sends decode, at a server that follows them, to
+// the call's fields, whatever came before: a method's first call, its
+// later calls (a kept block of references), another method, a deadline or
+// none, and the server resizing its table, which the next block must
+// announce before anything else (RFC 7541, 4.2).
+func TestRequestHeaderBlocks(t *testing.T) {
+	bw := bufio.NewWriter(io.Discard)
+	c := &h2Conn{authority: "127.0.0.1:8081", bw: bw, wfr: http2.NewFramer(bw, nil)}
+	c.henc = hpack.NewEncoder(&c.hbuf)
+	server := hpack.NewDecoder(4096, nil)
+	const a, b = "/a.A/Call", "/b.B/Call"
+	for i, step := range []struct {
+		method    string
+		timeout   time.Duration
+		tableSize uint32 // > 0: the server's SETTINGS_HEADER_TABLE_SIZE before the call
+		kept      bool   // the block is kept after the call
+	}{
+		{method: a, timeout: time.Second},
+		{method: a, timeout: time.Second, kept: true},
+		{method: a, timeout: 2 * time.Second, kept: true},
+		{method: a, kept: true},
+		{method: b, timeout: time.Second},
+		{method: b, timeout: time.Second, kept: true},
+		{method: a, timeout: time.Second, kept: true}, // a's fields are still in the table
+		{method: a, timeout: time.Second, tableSize: 64},
+		{method: a, timeout: time.Second}, // a's fields do not all fit in 64 bytes
+		{method: b, tableSize: 4096},
+		{method: b, kept: true},
+	} {
+		if step.tableSize > 0 {
+			if err := c.settings(settingsFrame(t, http2.Setting{ID: http2.SettingHeaderTableSize, Val: step.tableSize})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		block := slices.Clone(c.requestHeaders(step.method))
+		if step.tableSize > 0 && (len(block) == 0 || block[0]&0xe0 != 0x20) {
+			t.Errorf("call %d: the block after a table size of %d starts with %x, want a size update", i, step.tableSize, block)
+		}
+		if step.timeout > 0 {
+			block = appendTimeoutField(block, step.timeout)
+		}
+		got, err := server.DecodeFull(block)
+		if err != nil {
+			t.Fatalf("call %d (%s): the server cannot decode the block: %v", i, step.method, err)
+		}
+		want := []hpack.HeaderField{
+			{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+			{Name: ":path", Value: step.method}, {Name: ":authority", Value: c.authority},
+			{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+			{Name: "user-agent", Value: userAgent},
+		}
+		if step.timeout > 0 {
+			want = append(want, hpack.HeaderField{Name: "grpc-timeout", Value: string(appendGRPCTimeout(nil, step.timeout))})
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("call %d: the server reads %v, want %v", i, got, want)
+		}
+		if kept := c.hkept.block != nil; kept != step.kept {
+			t.Errorf("call %d: block kept %v, want %v", i, kept, step.kept)
+		}
+	}
+}
+
+// settingsFrame is a SETTINGS frame holding settings, as a framer reads it.
+func settingsFrame(t *testing.T, settings ...http2.Setting) *http2.SettingsFrame {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := http2.NewFramer(&buf, nil).WriteSettings(settings...); err != nil {
+		t.Fatal(err)
+	}
+	f, err := http2.NewFramer(nil, &buf).ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.(*http2.SettingsFrame)
+}
+
+// A grpc-go server hears h2Conn's calls and h2Conn reads its answers
+// whatever the server's header table: its default, none at all, or one
+// too small for a call's fields; with calls of two methods in turn on one
+// connection, and trailers that take more than one frame.
+func TestH2ConnHeaderTables(t *testing.T) {
+	const missing = "/envoy.service.ratelimit.v3.RateLimitService/Missing"
+	for _, tc := range []struct {
+		name string
+		opts []grpc.ServerOption
+	}{
+		{"default table", nil},
+		{"no table", []grpc.ServerOption{grpc.HeaderTableSize(0)}},
+		{"64-byte table", []grpc.ServerOption{grpc.HeaderTableSize(64)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lis := listen(t)
+			serveH2(t, lis, tc.opts...)
+			s := &h2Slot{addr: lis.Addr().String(), timeout: timing.Patience}
+			defer s.close()
+			var k h2Caller
+			for i, step := range []struct {
+				method, value string
+				code          uint64
+				status        codes.Code
+			}{
+				{rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, "1", 1, codes.OK},
+				{rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, "2", 2, codes.OK},
+				{rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, "1", 1, codes.OK},
+				{missing, "1", 0, codes.Unimplemented},
+				{rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, "2", 2, codes.OK},
+				{missing, "1", 0, codes.Unimplemented},
+				{missing, "1", 0, codes.Unimplemented},
+				{rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, "long", 0, codes.ResourceExhausted},
+				{rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, "1", 1, codes.OK},
+			} {
+				req := rlsRequest{domain: "d", key: "k", value: []byte(step.value)}
+				var a rlsAnswer
+				err := k.invoke(t.Context(), s, timing.Patience, step.method, &req, &a)
+				if status.Code(err) != step.status || a.code != step.code {
+					t.Fatalf("call %d (%s, %s): code %d, %v; want code %d, %v", i, step.method, step.value, a.code, err, step.code, step.status)
+				}
+				if step.value == "long" && status.Convert(err).Message() != longMessage {
+					t.Fatalf("call %d: a message of %d bytes, want the %d sent", i, len(status.Convert(err).Message()), len(longMessage))
+				}
+			}
+		})
 	}
 }
 
