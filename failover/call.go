@@ -38,22 +38,31 @@ func (l *core) admit(ctx context.Context) (ph *breaker.Phase, cause, err error) 
 // health (bad input), unchanged.
 func guard[T any](l *core, ctx context.Context, ph *breaker.Phase, call func(context.Context) (T, error)) (v T, cause, err error) {
 	v, err = callWithTimeout(l, ctx, call)
+	cause, err = l.settle(ctx, ph, err)
+	return v, cause, err
+}
+
+// settle records in the breaker how a store call admitted under phase ph
+// ended (err: the call's error), and sorts err as guard returns it: nil
+// and nil when the store answered; a cause when the policy must decide;
+// else the caller's context error or bad input, unchanged.
+func (l *core) settle(ctx context.Context, ph *breaker.Phase, err error) (cause, unchanged error) {
 	if err == nil {
 		l.succeeded(ph)
-		return v, nil, nil
+		return nil, nil
 	}
 	if gaveUp := callerErr(ctx); gaveUp != nil {
 		l.breaker.Abandon(ph)
-		return v, nil, gaveUp
+		return nil, gaveUp
 	}
 	if !isUnavailable(err) {
 		l.breaker.Abandon(ph)
-		return v, nil, err
+		return nil, err
 	}
 	cause = l.unavailable(err)
 	l.stats.storeErrors.Add(1)
 	l.failed(ph, cause)
-	return v, cause, nil
+	return cause, nil
 }
 
 // callerErr is the error of a caller that has given up: ctx's error, or

@@ -361,9 +361,17 @@ func (l *core) decide(ctx context.Context, key string, limit floodgate.Limit, co
 	}
 	var d floodgate.Decision
 	if cause == nil {
-		d, cause, err = guard(l, ctx, ph, func(ctx context.Context) (floodgate.Decision, error) {
-			return l.store.AllowN(ctx, key, limit, cost)
-		})
+		if l.selfTimed {
+			// guard's closure would be a heap allocation on every
+			// decision; a store that bounds its own calls needs none.
+			var callErr error
+			d, callErr = l.store.AllowN(ctx, key, limit, cost)
+			cause, err = l.settle(ctx, ph, callErr)
+		} else {
+			d, cause, err = guard(l, ctx, ph, func(ctx context.Context) (floodgate.Decision, error) {
+				return l.store.AllowN(ctx, key, limit, cost)
+			})
+		}
 		if err != nil {
 			return result{}, err
 		}

@@ -61,3 +61,27 @@ func TestSelfTimedStoreGetsCallersContext(t *testing.T) {
 		})
 	}
 }
+
+// answerStore answers every call with the same decision, allocating
+// nothing, and bounds its calls itself.
+type answerStore struct{ timeout time.Duration }
+
+func (s answerStore) CallTimeout() time.Duration { return s.timeout }
+
+func (answerStore) AllowN(context.Context, string, floodgate.Limit, int64) (floodgate.Decision, error) {
+	return answered, nil
+}
+
+// A decision through a store that bounds its own calls allocates nothing
+// in the policy: it is on the path of every request a service serves.
+func TestSelfTimedDecisionAllocatesNothing(t *testing.T) {
+	l, _ := newLimiter(t, answerStore{timeout: time.Second}, Config{Mode: FailClosed, Timeout: time.Second})
+	ctx, limit := context.Background(), floodgate.PerSecond(100)
+	if n := testing.AllocsPerRun(1000, func() {
+		if d, err := l.AllowN(ctx, "k", limit, 1); err != nil || d != answered {
+			t.Fatalf("AllowN = %+v, %v; want the store's answer", d, err)
+		}
+	}); n != 0 {
+		t.Errorf("a decision allocates %.1f times, want 0", n)
+	}
+}
