@@ -362,8 +362,10 @@ func (l *core) decide(ctx context.Context, key string, limit floodgate.Limit, co
 	var d floodgate.Decision
 	if cause == nil {
 		if l.selfTimed {
-			// guard's closure would be a heap allocation on every
-			// decision; a store that bounds its own calls needs none.
+			// Called as callWithTimeout would, without guard: its
+			// closure escapes (a store without a bound of its own is
+			// called on a goroutine), a heap allocation on every
+			// decision. Adjust and probes are rare and keep guard.
 			var callErr error
 			d, callErr = l.store.AllowN(ctx, key, limit, cost)
 			cause, err = l.settle(ctx, ph, callErr)
