@@ -252,7 +252,7 @@ func validate(req Request) error {
 				return fmt.Errorf("%w: descriptor %d entry %d: %w", ErrBadRequest, i, j, err)
 			}
 		}
-		if d.Override != nil {
+		if d.Override != nil && d.Override.Rate != 0 { // 0 denies outright, as requests_per_unit 0 does
 			if err := d.Override.Validate(); err != nil {
 				return badRequest("descriptor %d: limit override: %v", i, err)
 			}
@@ -348,6 +348,27 @@ func (e *Engine) decide(ctx context.Context, req Request) (Response, error) {
 }
 
 // decideIn decides req in sc's memory.
+// withoutOverridden is descs with the descriptors that carry a limit
+// override left empty, for matching: as in Envoy's service, the configured
+// limit of such a descriptor is not applied, so neither does it replace
+// (replaces) other descriptors' limits. descs itself when none does.
+func withoutOverridden(req Request, descs []policy.Descriptor) []policy.Descriptor {
+	var out []policy.Descriptor
+	for i := range req.Descriptors {
+		if req.Descriptors[i].Override == nil {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(descs)
+		}
+		out[i] = policy.Descriptor{}
+	}
+	if out == nil {
+		return descs
+	}
+	return out
+}
+
 func (e *Engine) decideIn(ctx context.Context, req Request, sc *scratch) (Response, error) {
 	descs := sc.descsFor(len(req.Descriptors))
 	for i, d := range req.Descriptors {
@@ -357,7 +378,7 @@ func (e *Engine) decideIn(ctx context.Context, req Request, sc *scratch) (Respon
 	if err := checkCostNames(set, req, descs); err != nil {
 		return Response{}, err
 	}
-	p := newPlan(req, descs, set, sc.matchesOf(set, req.Domain, descs), sc)
+	p := newPlan(req, descs, set, sc.matchesOf(set, req.Domain, withoutOverridden(req, descs)), sc)
 	if err := p.checkKeys(); err != nil {
 		return Response{}, err
 	}

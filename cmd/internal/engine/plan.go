@@ -54,8 +54,9 @@ func newPlan(req Request, descs []policy.Descriptor, set *policy.Set, rules [][]
 		dir := adjustOf(d)
 		if d.Override != nil && known { // Envoy applies an override whatever the tree says
 			rule := policy.Rule{Domain: req.Domain, Limit: *d.Override, Count: 1}
-			key := req.Domain + "/!override/" + escapeDescriptor(descs[i]) + "/" + d.Override.String()
-			p.add(item{desc: i, cost: cost, adjust: dir}, LimitStatus{Rule: rule, Limit: *d.Override, Key: key, Cost: signed(dir, cost)})
+			key := overrideKey(set, req.Domain, descs[i], *d.Override)
+			p.add(item{desc: i, cost: cost, adjust: dir, denies: d.Override.Rate == 0 && dir == 0},
+				LimitStatus{Rule: rule, Limit: *d.Override, Key: key, Cost: signed(dir, cost)})
 			continue
 		}
 		for _, r := range rules[i] {
@@ -125,6 +126,27 @@ func signed(dir, cost int64) int64 {
 		return -cost
 	}
 	return cost
+}
+
+// overrideKey is the key a limit override o of descriptor d counts under.
+// Envoy's service counts a descriptor's limit under the domain, the
+// entries' values and the window, whichever limit it is, the configured
+// one or an override: so an override shares its count with the configured
+// limit the same entries match when that limit counts the same window under
+// the entries' own values (no share_threshold), and with the overrides of
+// the same window on the same entries. It takes that limit's key then, and
+// otherwise one of the entries and the window's length, which no configured
+// limit has. (Envoy's service also gives windows of different lengths one
+// key whenever they start at the same second; they stay apart here.)
+func overrideKey(set *policy.Set, domain string, d policy.Descriptor, o floodgate.Limit) string {
+	own := policy.Rule{Domain: domain}.StateKey(d)
+	rules, _ := set.Match(domain, d)
+	for _, r := range rules {
+		if !r.Unlimited && r.Limit.Algorithm == o.Algorithm && r.Limit.Period == o.Period && r.StateKey(d) == own {
+			return own
+		}
+	}
+	return domain + "/!override/" + escapeDescriptor(d) + "/" + o.Period.String()
 }
 
 // escapeDescriptor renders entries so that different descriptors never

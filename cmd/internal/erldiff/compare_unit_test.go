@@ -2,6 +2,7 @@ package erldiff
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,14 @@ func TestGeneratorDrawsWhatEnvoyRatelimitAccepts(t *testing.T) {
 		if again := newGenerator(seed, 3, all).scenario(3, 30); sc.yaml() != again.yaml() || len(sc.requests) != len(again.requests) {
 			t.Fatalf("seed %d drew two different scenarios", seed)
 		}
+		units := sc.units()
+		for _, r := range sc.requests {
+			for _, d := range r.GetDescriptors() {
+				if o := d.GetLimit(); o != nil && !slices.Contains(units, overrideUnits[o.GetUnit()]) {
+					t.Fatalf("seed %d: an override's unit %v is not among the windows checked, %v", seed, o.GetUnit(), units)
+				}
+			}
+		}
 	}
 }
 
@@ -151,5 +160,38 @@ func TestParseFeatures(t *testing.T) {
 	}
 	if _, err := parseFeatures("middle_wildcard"); err == nil || !strings.Contains(err.Error(), "middle_wildcard") {
 		t.Errorf("a misspelt feature: err %v, want one naming it", err)
+	}
+}
+
+// Windows of two units start at the same second in the first window of the
+// shorter one within the longer: there envoyproxy/ratelimit counts them
+// together, and the test waits or tolerates (collision).
+func TestStartTogether(t *testing.T) {
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	monthStart := time.Unix(30*86400*680, 0).UTC() // a window of envoyproxy/ratelimit's 30-day month begins
+	for _, tc := range []struct {
+		units           []string
+		at              time.Time
+		shorter, longer string
+	}{
+		{[]string{"minute", "second"}, at("2026-12-02T10:00:00.300Z"), "second", "minute"},
+		{[]string{"second", "minute"}, at("2026-12-02T10:00:01.000Z"), "", ""},
+		{[]string{"hour", "minute"}, at("2026-12-02T10:00:59.900Z"), "minute", "hour"},
+		{[]string{"hour", "minute"}, at("2026-12-02T10:01:00.000Z"), "", ""},
+		{[]string{"day", "hour", "second"}, at("2026-12-02T00:30:07Z"), "hour", "day"},
+		{[]string{"month", "day"}, monthStart.Add(23 * time.Hour), "day", "month"},
+		{[]string{"month", "day"}, monthStart.Add(25 * time.Hour), "", ""},
+		{[]string{"second"}, at("2026-12-02T10:00:00Z"), "", ""},
+	} {
+		u, v, ok := startTogether(tc.units, tc.at)
+		if u != tc.shorter || v != tc.longer || ok != (tc.shorter != "") {
+			t.Errorf("%v at %s: %q, %q, %v; want %q, %q", tc.units, tc.at, u, v, ok, tc.shorter, tc.longer)
+		}
 	}
 }

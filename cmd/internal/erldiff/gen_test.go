@@ -8,6 +8,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"gopkg.in/yaml.v3"
 )
@@ -39,6 +40,8 @@ type features struct {
 	shareThreshold  bool // share_threshold on wildcard values
 	quotaMode       bool // quota_mode
 	longUnits       bool // week, month, year
+	overrides       bool // a limit override on some request descriptors
+	zeroLimits      bool // requests_per_unit: 0 (every request over the limit); not in "all"
 }
 
 // parseFeatures reads a comma-separated list of feature names, or "all".
@@ -48,7 +51,7 @@ func parseFeatures(s string) (features, error) {
 		switch strings.TrimSpace(name) {
 		case "":
 		case "all":
-			f = features{true, true, true, true}
+			f = features{true, true, true, true, true, false} // zero_limits: a known difference (docs/envoy-ratelimit.md)
 		case "middle_wildcards":
 			f.middleWildcards = true
 		case "share_threshold":
@@ -57,8 +60,12 @@ func parseFeatures(s string) (features, error) {
 			f.quotaMode = true
 		case "long_units":
 			f.longUnits = true
+		case "overrides":
+			f.overrides = true
+		case "zero_limits":
+			f.zeroLimits = true
 		default:
-			return f, fmt.Errorf("unknown feature %q: want middle_wildcards, share_threshold, quota_mode, long_units or all", name)
+			return f, fmt.Errorf("unknown feature %q: want middle_wildcards, share_threshold, quota_mode, long_units, overrides, zero_limits or all", name)
 		}
 	}
 	return f, nil
@@ -84,7 +91,7 @@ type descriptor struct {
 
 type rateLimit struct {
 	Unit            string     `yaml:"unit,omitempty"`
-	RequestsPerUnit uint32     `yaml:"requests_per_unit,omitempty"`
+	RequestsPerUnit *uint32    `yaml:"requests_per_unit,omitempty"` // nil: none (unlimited)
 	Unlimited       bool       `yaml:"unlimited,omitempty"`
 	Name            string     `yaml:"name,omitempty"`
 	Replaces        []replaces `yaml:"replaces,omitempty"`
@@ -102,18 +109,50 @@ type scenario struct {
 	requests []*rlsv3.RateLimitRequest
 }
 
-// units are the units the scenario's limits count in: the windows a
-// sequence must not straddle.
+// units are the units the scenario's limits count in, configured and
+// overrides: the windows a sequence must not straddle.
 func (s *scenario) units() []string {
 	var out []string
+	add := func(u string) {
+		if u != "" && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
 	for _, f := range s.files {
 		walk(f.Descriptors, func(d *descriptor) {
-			if d.RateLimit != nil && d.RateLimit.Unit != "" && !slices.Contains(out, d.RateLimit.Unit) {
-				out = append(out, d.RateLimit.Unit)
+			if d.RateLimit != nil {
+				add(d.RateLimit.Unit)
 			}
 		})
 	}
+	for _, r := range s.requests {
+		for _, d := range r.GetDescriptors() {
+			if o := d.GetLimit(); o != nil {
+				add(overrideUnits[o.GetUnit()])
+			}
+		}
+	}
 	return out
+}
+
+// hasOverrides reports whether a request of the scenario has a limit
+// override.
+func (s *scenario) hasOverrides() bool {
+	for _, r := range s.requests {
+		for _, d := range r.GetDescriptors() {
+			if d.GetLimit() != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// overrideUnits names an override's unit as a configuration does.
+var overrideUnits = map[typev3.RateLimitUnit]string{
+	typev3.RateLimitUnit_SECOND: "second", typev3.RateLimitUnit_MINUTE: "minute", typev3.RateLimitUnit_HOUR: "hour",
+	typev3.RateLimitUnit_DAY: "day", typev3.RateLimitUnit(7): "week", typev3.RateLimitUnit_MONTH: "month",
+	typev3.RateLimitUnit_YEAR: "year",
 }
 
 // yaml renders one file; both services load these exact bytes.
@@ -217,11 +256,31 @@ func (g *generator) rateLimit() *rateLimit {
 	if g.feat.longUnits {
 		units = append(slices.Clip(baseUnits), longUnits...)
 	}
-	rl := &rateLimit{Unit: pick(g, units), RequestsPerUnit: 1 + uint32(g.r.IntN(8)), Name: g.limitName()}
+	perUnit := 1 + uint32(g.r.IntN(8))
+	rl := &rateLimit{Unit: pick(g, units), RequestsPerUnit: &perUnit, Name: g.limitName()}
 	if g.chance(0.15) {
-		rl.RequestsPerUnit = 100 + uint32(g.r.IntN(1000))
+		perUnit = 100 + uint32(g.r.IntN(1000))
+	}
+	if g.feat.zeroLimits && g.chance(0.1) {
+		perUnit = 0
 	}
 	return rl
+}
+
+// override is a descriptor's limit override: few requests per unit (none
+// with zeroLimits), so that counters shared with configured limits, or
+// not, show in the remaining counts. WEEK (7) has no name in envoy.type.v3's
+// enum, but envoyproxy/ratelimit reads the number as its own unit's.
+func (g *generator) override() *ratelimitv3.RateLimitDescriptor_RateLimitOverride {
+	units := []typev3.RateLimitUnit{typev3.RateLimitUnit_SECOND, typev3.RateLimitUnit_MINUTE, typev3.RateLimitUnit_HOUR, typev3.RateLimitUnit_DAY}
+	if g.feat.longUnits {
+		units = append(units, typev3.RateLimitUnit_MONTH, typev3.RateLimitUnit_YEAR, typev3.RateLimitUnit(7))
+	}
+	o := &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1 + uint32(g.r.IntN(8)), Unit: pick(g, units)}
+	if g.feat.zeroLimits && g.chance(0.1) {
+		o.RequestsPerUnit = 0
+	}
+	return o
 }
 
 func (g *generator) limitName() string {
@@ -270,6 +329,9 @@ func (g *generator) request(s *scenario) *rlsv3.RateLimitRequest {
 		d := &ratelimitv3.RateLimitDescriptor{Entries: g.entries(file)}
 		if g.chance(0.2) {
 			d.HitsAddend = wrapperspb.UInt64(uint64(g.r.IntN(4)))
+		}
+		if g.feat.overrides && g.chance(0.25) {
+			d.Limit = g.override()
 		}
 		req.Descriptors = append(req.Descriptors, d)
 	}

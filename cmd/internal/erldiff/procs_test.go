@@ -12,10 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/floodgate-io/floodgate/cmd/internal/servicetest"
+	"github.com/floodgate-io/floodgate/internal/testkit/timing"
 )
 
 // startPatience bounds how long a service gets to say it serves; both
@@ -223,18 +225,26 @@ func startERLOnce(bin, root, redisAddr string, headers bool, env []string) (*pro
 	return p, addr, nil
 }
 
-// healthy asks envoyproxy/ratelimit's /healthcheck once: its gRPC line
-// comes after its HTTP listener is up, so one answer is enough.
+// healthy waits for envoyproxy/ratelimit's /healthcheck to answer OK. It
+// logs its gRPC line once its listeners are set up, but its HTTP listener
+// may not accept yet (connection refused, seen on a busy machine): a
+// refused connection is asked again, for timing.Patience at most.
 func healthy(port int) error {
-	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/healthcheck")
-	if err != nil {
-		return fmt.Errorf("envoyproxy/ratelimit /healthcheck: %w", err)
+	deadline := time.Now().Add(timing.Patience)
+	for {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/healthcheck")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("envoyproxy/ratelimit /healthcheck: %s", resp.Status)
+			}
+			return nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
+			return fmt.Errorf("envoyproxy/ratelimit /healthcheck: %w", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("envoyproxy/ratelimit /healthcheck: %s", resp.Status)
-	}
-	return nil
 }
 
 // fgServing is serve's startup line with its listen addresses.

@@ -92,7 +92,12 @@ var unitPeriods = map[typev3.RateLimitUnit]time.Duration{
 	typev3.RateLimitUnit_DAY:    24 * time.Hour,
 	typev3.RateLimitUnit_MONTH:  30 * 24 * time.Hour,
 	typev3.RateLimitUnit_YEAR:   365 * 24 * time.Hour,
+	rateLimitUnitWeek:           7 * 24 * time.Hour,
 }
+
+// rateLimitUnitWeek is WEEK, which envoy.type.v3.RateLimitUnit does not
+// name but Envoy's service reads from an override as its own unit 7.
+const rateLimitUnitWeek = typev3.RateLimitUnit(rlsv3.RateLimitResponse_RateLimit_WEEK)
 
 var responseUnits = map[time.Duration]rlsv3.RateLimitResponse_RateLimit_Unit{
 	time.Second:          rlsv3.RateLimitResponse_RateLimit_SECOND,
@@ -250,7 +255,7 @@ func (s *Server) untilReset(ls engine.LimitStatus) time.Duration {
 	if ls.Limit.Algorithm != floodgate.FixedWindow || p%time.Second != 0 {
 		return d
 	}
-	if d == 0 { // nothing counted: the window's end by the clock, aligned to the epoch
+	if d == 0 || ls.Limit.Rate == 0 { // nothing counted, or a limit of 0, which counts nothing: the window's end by the clock, aligned to the epoch
 		d = p - time.Duration(s.now().UnixNano()%int64(p))
 	}
 	return (d + time.Second - 1).Truncate(time.Second)

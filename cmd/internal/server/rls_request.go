@@ -128,14 +128,12 @@ func (d *rawDescriptor) descriptor(out *engine.Descriptor) error {
 	return nil
 }
 
-// limit is o as a fixed window, as Envoy's service counts it.
+// limit is o as a fixed window, as Envoy's service counts it;
+// requests_per_unit 0 denies every request, as in a configuration.
 func (o rawOverride) limit() (floodgate.Limit, error) {
 	unit, ok := unitPeriods[o.unit]
 	if !ok {
-		return floodgate.Limit{}, fmt.Errorf("unit %s: want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", o.unit)
-	}
-	if o.perUnit == 0 {
-		return floodgate.Limit{}, fmt.Errorf("requests_per_unit must be above 0")
+		return floodgate.Limit{}, fmt.Errorf("unit %s: want SECOND, MINUTE, HOUR, DAY, WEEK (7), MONTH or YEAR", o.unit)
 	}
 	period := unit
 	if o.multiplierSet {

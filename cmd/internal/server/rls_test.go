@@ -450,9 +450,6 @@ func TestGRPCBadInput(t *testing.T) {
 		{"override without unit", "limit override: unit UNKNOWN", with(func(d *ratelimitv3.RateLimitDescriptor) {
 			d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
 		})},
-		{"override of 0", "limit override: requests_per_unit must be above 0", with(func(d *ratelimitv3.RateLimitDescriptor) {
-			d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{Unit: typev3.RateLimitUnit_SECOND}
-		})},
 		{"override multiplier 0", "unit_multiplier must be above 0", with(func(d *ratelimitv3.RateLimitDescriptor) {
 			d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_SECOND, UnitMultiplier: wrapperspb.UInt32(0)}
 		})},
@@ -472,22 +469,25 @@ func TestGRPCBadInput(t *testing.T) {
 
 // Envoy's service reports duration_until_reset as the time to the end of
 // the fixed window whatever was counted in it: also for a read of a key
-// nothing has counted yet, and for a request larger than the whole quota,
-// where the store has nothing to reset.
+// nothing has counted yet, for a request larger than the whole quota,
+// where the store has nothing to reset, and for an override of 0.
 func TestGRPCResetOfAnEmptyWindow(t *testing.T) {
 	h := newHarness(t, setup{})
 	h.clock.Advance(21*time.Second + 300*time.Millisecond) // 21.3 s into the minute
 	for _, tc := range []struct {
-		name string
-		hits uint64
-		code rlsv3.RateLimitResponse_Code
+		name     string
+		hits     uint64
+		code     rlsv3.RateLimitResponse_Code
+		override *ratelimitv3.RateLimitDescriptor_RateLimitOverride
 	}{
-		{"a read of a fresh key", 0, OK},
-		{"more than the quota", 9, OverLimit},
+		{"a read of a fresh key", 0, OK, nil},
+		{"more than the quota", 9, OverLimit, nil},
+		{"an override of 0, which denies", 1, OverLimit, &ratelimitv3.RateLimitDescriptor_RateLimitOverride{Unit: typev3.RateLimitUnit_MINUTE}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := rdesc("user", "erin-"+tc.name)
 			d.HitsAddend = wrapperspb.UInt64(tc.hits)
+			d.Limit = tc.override
 			st := h.should(rreq(d)).Statuses[0]
 			if st.Code != tc.code || st.GetDurationUntilReset().AsDuration() != 39*time.Second {
 				t.Fatalf("%v reset after %v, want %v and 39s (the minute's end, in whole seconds)", st.Code, st.GetDurationUntilReset().AsDuration(), tc.code)
