@@ -22,7 +22,16 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 5}
   - key: plan
     rate_limit: {unit: minute, requests_per_unit: 100, replaces: [{name: per-user}]}
+  - key: blocked
+    rate_limit: {unit: minute, requests_per_unit: 0}
 `
+
+// read is a descriptor of hits_addend 0.
+func read(kv ...string) engine.Descriptor {
+	d := desc(kv...)
+	d.HitsSet = true
+	return d
+}
 
 // overridden is a descriptor with a limit override of rate per period.
 func overridden(rate int64, period time.Duration, kv ...string) engine.Descriptor {
@@ -36,7 +45,8 @@ func overridden(rate int64, period time.Duration, kv ...string) engine.Descripto
 // on the same entries and with the overrides of that window, apart from
 // limits of other windows and from a shared wildcard's count. Its
 // descriptor's configured limit does not apply, so it replaces nothing;
-// and an override of 0 denies.
+// and an override of 0 denies. A limit of 0 counts what it denies in its
+// window, and answers a read by that count.
 func TestOverridesCountAsEnvoysService(t *testing.T) {
 	e, _ := newEngine(t, overridePolicy)
 	for i, step := range []struct {
@@ -57,8 +67,14 @@ func TestOverridesCountAsEnvoysService(t *testing.T) {
 		{"a configured limit replaces by name", []engine.Descriptor{desc("plan", "pro"), desc("user", "bob")}, []int64{99, -1}, engine.OK},
 		{"not when its descriptor has an override (which shares plan=pro's count)", []engine.Descriptor{overridden(3, time.Minute, "plan", "pro"), desc("user", "bob")}, []int64{1, 4}, engine.OK},
 		{"an override of 0 denies", []engine.Descriptor{overridden(0, time.Minute, "user", "cid")}, []int64{0}, engine.OverLimit},
+		{"a read of a zero limit with nothing counted", []engine.Descriptor{read("blocked", "x")}, []int64{0}, engine.OK},
+		{"a zero limit denies, and counts the hit", []engine.Descriptor{desc("blocked", "x")}, []int64{0}, engine.OverLimit},
+		{"then a read of it is over", []engine.Descriptor{read("blocked", "x")}, []int64{0}, engine.OverLimit},
+		{"an override of its window sees its hit", []engine.Descriptor{overridden(5, time.Minute, "blocked", "x")}, []int64{3}, engine.OK},
+		{"the zero limit sees the override's, in descriptor order", []engine.Descriptor{overridden(5, time.Minute, "blocked", "x"), desc("blocked", "x"), overridden(5, time.Minute, "blocked", "x")}, []int64{2, 0, 0}, engine.OverLimit},
 	} {
-		r := decide(t, e, engine.Request{Domain: "rl", Descriptors: step.descs})
+		// CountDenied: denied hits count, as in Envoy's service by default.
+		r := decide(t, e, engine.Request{Domain: "rl", Descriptors: step.descs, CountDenied: true})
 		if r.Code != step.code {
 			t.Errorf("step %d, %s: code %v, want %v", i, step.name, codes(r), step.code)
 		}

@@ -17,7 +17,7 @@ type item struct {
 	status *LimitStatus // in plan.statuses
 	cost   int64
 	shadow bool  // shadow or quota mode: reported, never denies
-	denies bool  // requests_per_unit 0: denies without asking a store
+	denies bool  // requests_per_unit 0: decided by decideDenying, in no group
 	adjust int64 // −1 gives cost back (is_negative_hits), +1 charges it regardless; 0 decides
 }
 
@@ -167,14 +167,16 @@ func escapeDescriptor(d policy.Descriptor) string {
 // run decides every item: shadow ones each on its own, the enforcing ones
 // all or nothing per descriptor (or across descriptors with Atomic).
 func (p *plan) run(ctx context.Context, stores Stores) error {
-	for i := range p.items {
-		if it := &p.items[i]; it.denies && it.adjust == 0 {
-			it.status.Decision = floodgate.Decision{RetryAfter: -1, ResetAfter: it.status.Limit.Period}
-		}
-	}
 	blocked := p.req.Atomic && p.deniesAll()
 	var buf [8]*item // a group's members; most groups are small
 	for i := range p.items {
+		if it := &p.items[i]; it.denies && it.adjust == 0 {
+			// In its turn: its hits count where a later limit may read them.
+			if err := decideDenying(ctx, stores, it, p.req.CountDenied); err != nil {
+				return err
+			}
+			continue
+		}
 		g := p.group(i, buf[:0])
 		if len(g) == 0 {
 			continue
@@ -209,7 +211,7 @@ func (p *plan) run(ctx context.Context, stores Stores) error {
 // between them: item i opens a group when the enforcing item before it is
 // of another slot, and the group runs to the next enforcing item of another
 // slot. Adjusting items are moved after the rest (see adjust), and items
-// that deny outright are decided without a store.
+// with a limit of 0 are decided on their own (decideDenying).
 func (p *plan) group(i int, g []*item) []*item {
 	it := &p.items[i]
 	switch {
@@ -263,6 +265,42 @@ func chargeDenied(ctx context.Context, stores Stores, items []*item) {
 			_ = a.Adjust(ctx, it.status.Key, it.status.Limit, it.cost)
 		}
 	}
+}
+
+// decideDenying decides an item whose limit is 0: of another algorithm,
+// denied outright; of a fixed window, as Envoy's service decides
+// requests_per_unit 0, which it counts like any limit: over the limit, but
+// for a read (cost 0) of a window nothing was counted in; with countDenied
+// its hits are counted in the window, where a limit that shares its key (an
+// override of the same window) sees them. A store cannot count under a
+// limit of 0, so it is asked under a limit of 1 of the same window: the
+// count does not depend on the limit, and a read of it finds 1 left exactly
+// when nothing is counted.
+func decideDenying(ctx context.Context, stores Stores, it *item, countDenied bool) error {
+	if it.status.Limit.Algorithm != floodgate.FixedWindow { // nothing to count: denied outright
+		it.status.Decision = floodgate.Decision{RetryAfter: -1, ResetAfter: it.status.Limit.Period}
+		return nil
+	}
+	store := stores.For(it.status.Rule)
+	one := it.status.Limit
+	one.Rate = 1
+	over := floodgate.Decision{RetryAfter: -1, ResetAfter: one.Period}
+	if it.cost > 0 {
+		if a, ok := store.(floodgate.Adjuster); ok && countDenied {
+			_ = a.Adjust(ctx, it.status.Key, one, it.cost) // best effort, as chargeDenied
+		}
+		it.status.Decision = over
+		return nil
+	}
+	d, err := store.AllowN(ctx, it.status.Key, one, 0)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", excerpt.Quote(it.status.Key), err)
+	}
+	it.status.Decision = over
+	if d.Remaining == 1 {
+		it.status.Decision = floodgate.Decision{Allowed: true}
+	}
+	return nil
 }
 
 // adjustOf is how a descriptor moves its limits' counts: −1 refunds, +1

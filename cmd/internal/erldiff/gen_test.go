@@ -41,7 +41,7 @@ type features struct {
 	quotaMode       bool // quota_mode
 	longUnits       bool // week, month, year
 	overrides       bool // a limit override on some request descriptors
-	zeroLimits      bool // requests_per_unit: 0 (every request over the limit); not in "all"
+	zeroLimits      bool // requests_per_unit: 0 (every request over the limit)
 }
 
 // parseFeatures reads a comma-separated list of feature names, or "all".
@@ -51,7 +51,7 @@ func parseFeatures(s string) (features, error) {
 		switch strings.TrimSpace(name) {
 		case "":
 		case "all":
-			f = features{true, true, true, true, true, false} // zero_limits: a known difference (docs/envoy-ratelimit.md)
+			f = features{true, true, true, true, true, true}
 		case "middle_wildcards":
 			f.middleWildcards = true
 		case "share_threshold":
