@@ -347,7 +347,6 @@ func (e *Engine) decide(ctx context.Context, req Request) (Response, error) {
 	return resp, err
 }
 
-// decideIn decides req in sc's memory.
 // withoutOverridden is descs with the descriptors that carry a limit
 // override left empty, for matching: as in Envoy's service, the configured
 // limit of such a descriptor is not applied, so neither does it replace
@@ -369,6 +368,7 @@ func withoutOverridden(req Request, descs []policy.Descriptor) []policy.Descript
 	return out
 }
 
+// decideIn decides req in sc's memory.
 func (e *Engine) decideIn(ctx context.Context, req Request, sc *scratch) (Response, error) {
 	descs := sc.descsFor(len(req.Descriptors))
 	for i, d := range req.Descriptors {
